@@ -1,0 +1,50 @@
+// Executes step plans on model replicas. Strategies and the generation loop only see this interface, so they do
+// not know how many ranks there are.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "lookahead/decode/step_plan.h"
+#include "lookahead/model/step_model.h"
+
+namespace la {
+
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  // A request starts: the prompt (BOS included, at least one token) and the sampling parameters.
+  virtual void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) = 0;
+  // Runs one plan whose root is seq.back() at position seq.size()-1; returns the result of every plan node.
+  virtual std::vector<int32_t> run(const std::vector<int32_t>& seq, const StepPlan& plan) = 0;
+  // After verification: `seq` now holds the appended tokens; `path` is the accepted path of the last plan (root
+  // first) cut to the nodes whose tokens were kept (the nodes path[1..] are seq's tokens after the old root).
+  virtual void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) = 0;
+  // The request ended (outputs are final).
+  virtual void end() = 0;
+};
+
+// One replica in this process. The cache holds seq[0, L); the "pending" tokens seq[L, size) (at least the root)
+// are re-fed as a chain in front of the plan, so a replica that computed only a part of a plan (lookahead
+// parallelism) or none of the accepted path still ends with the right cache.
+class LocalExecutor : public StepExecutor {
+ public:
+  explicit LocalExecutor(StepModel& model) : model_(model) {}
+  void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) override;
+  std::vector<int32_t> run(const std::vector<int32_t>& seq, const StepPlan& plan) override;
+  // `path` holds indices into the last plan run here; the longest prefix of path[1..] present is committed
+  // (all of it when this replica ran the whole plan), together with the pending chain.
+  void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
+  void end() override {}
+  // Number of step tokens of the last forward (pending chain + plan nodes).
+  int last_step_tokens() const { return last_tokens_; }
+  StepModel& model() { return model_; }
+
+ private:
+  StepModel& model_;
+  SampleParams sp_;
+  int pending_ = 0;      // pending chain length in the last forward (root included)
+  int plan_nodes_ = 0;   // plan size of the last forward
+  int last_tokens_ = 0;
+};
+
+}  // namespace la

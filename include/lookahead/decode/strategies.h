@@ -1,0 +1,61 @@
+// Strategy parameters and factories. No libtorch.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lookahead/decode/strategy.h"
+
+namespace la {
+
+class StepModel;
+
+struct StrategyOptions {
+  std::string name = "ar";  // ar | jacobi | lade | trie | prompt-lookup | ouroboros
+  uint64_t seed = 0;        // draft-state randomness (LADE window initialisation)
+
+  // jacobi: block of future positions iterated to a fixed point
+  int jacobi_block = 16;
+
+  // lade
+  int window = 15;   // W
+  int ngram = 5;     // N
+  int guesses = 15;  // G
+  bool pool_from_prompt = false;
+
+  // trie
+  int decoding_length = 64;
+  int branch_length = 12;
+  int trie_capacity = 0;  // node budget; 0 means 32 x decoding_length
+  std::string trie_mode = "hierarchical";  // hierarchical | parallel
+  std::string trie_state;                  // load at start, save at exit (atomic rename)
+
+  // prompt lookup
+  int pl_min_ngram = 1;
+  int pl_max_ngram = 4;
+  int pl_num_tokens = 10;
+
+  // ouroboros
+  std::string draft_model;
+  int gamma = 12;
+  int draft_window = 20;
+  int draft_guesses = 20;
+  int draft_ngram = 7;
+  int extensions = 3;
+  std::string pool_state;
+
+  // Throws la::Error naming the first invalid parameter.
+  void validate() const;
+};
+
+std::unique_ptr<Strategy> make_strategy(const StrategyOptions& opt, StepModel* draft_model = nullptr);
+
+// Individual factories (one translation unit each).
+std::unique_ptr<Strategy> make_ar_strategy();
+std::unique_ptr<Strategy> make_jacobi_strategy(const StrategyOptions& opt);
+std::unique_ptr<Strategy> make_lade_strategy(const StrategyOptions& opt);
+std::unique_ptr<Strategy> make_trie_strategy(const StrategyOptions& opt);
+std::unique_ptr<Strategy> make_prompt_lookup_strategy(const StrategyOptions& opt);
+std::unique_ptr<Strategy> make_ouroboros_strategy(const StrategyOptions& opt, StepModel* draft_model);
+
+}  // namespace la

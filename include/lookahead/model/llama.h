@@ -1,0 +1,26 @@
+// Loading a Llama-family model as a StepModel (the libtorch forward lives in src/model/torch_llama.cpp).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "lookahead/model/step_model.h"
+
+namespace la {
+
+struct LoadOptions {
+  std::string model;           // a Hugging Face directory, or random:NAME[:SEED]
+  std::string dtype = "fp32";  // fp32 | fp16 | bf16
+  std::string device = "cpu";  // cpu | cuda
+  int device_index = 0;
+  int threads = 0;             // CPU intra-op threads (0: libtorch default)
+};
+
+std::unique_ptr<StepModel> load_llama(const LoadOptions& opt);
+// Config of a model path without loading weights (random: presets too).
+ModelConfig model_config_of(const std::string& model);
+bool is_random_model(const std::string& model);
+int cuda_device_count();
+// Saves a model's weights as a Hugging Face directory (config.json, generation_config.json, model.safetensors).
+void save_hf_directory(StepModel& model, const std::string& dir);
+
+}  // namespace la

@@ -1,0 +1,58 @@
+// The step interface every decoding strategy is served by. No libtorch here.
+//
+// A step is a set of new tokens on top of the committed KV cache. Token i has an explicit position and a parent
+// index among the step's tokens (-1: it attends to the committed cache only). Each token attends to the whole
+// committed cache plus its ancestors in the step (itself included): a chain is plain decoding, a tree is a
+// multi-branch draft. After a step, `commit` appends a chosen list of the step's tokens (a root-to-node path, in
+// order) to the cache; everything else computed in the step is dropped.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lookahead/model/config.h"
+
+namespace la {
+
+struct StepInput {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> parents;  // parents[i] < i, or -1
+};
+
+// How each step token's "next token" is chosen. temperature <= 0 means greedy (argmax).
+// Sampling is position-keyed: the uniform variate for the token at absolute position p is a hash of
+// (seed, stream, p). So every strategy, on any number of ranks, draws the same variate for the same position,
+// which makes verification of deterministic drafts exact (and outputs reproducible).
+struct SampleParams {
+  float temperature = 0.f;
+  int top_k = 0;        // 0: off
+  float top_p = 1.f;    // 1: off
+  uint64_t seed = 0;
+  uint64_t stream = 0;  // per-request stream id
+  bool greedy() const { return temperature <= 0.f; }
+};
+
+// Uniform variate in [0,1) for the token at absolute position `pos`.
+double position_uniform(uint64_t seed, uint64_t stream, int64_t pos);
+
+class StepModel {
+ public:
+  virtual ~StepModel() = default;
+  virtual const ModelConfig& config() const = 0;
+  // Committed tokens in the KV cache.
+  virtual int cache_len() const = 0;
+  // Runs one forward over the step. Returns, for every step token, the chosen next token (argmax or
+  // position-keyed sample, see SampleParams). If `logits` is non-null it receives T*vocab fp32 logits.
+  virtual std::vector<int32_t> forward(const StepInput& step, const SampleParams& sp,
+                                       std::vector<float>* logits = nullptr) = 0;
+  // Appends the K/V of the given tokens of the last step (indices into it, in order) to the cache.
+  virtual void commit(const std::vector<int32_t>& step_indices) = 0;
+  // Drops committed tokens past `len`.
+  virtual void truncate(int len) = 0;
+  // Weight checksum (for cross-rank agreement checks).
+  virtual uint64_t checksum() const = 0;
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace la

@@ -1,0 +1,271 @@
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli.h"
+#include "lookahead/decode/executor.h"
+#include "lookahead/decode/generator.h"
+#include "lookahead/decode/strategies.h"
+#include "lookahead/model/llama.h"
+#include "lookahead/model/tokenizer.h"
+#include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
+
+namespace po = boost::program_options;
+using json = nlohmann::json;
+
+namespace la::cli {
+namespace {
+
+struct Prompt {
+  json id;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+json stats_json(const RequestStats& s) {
+  json h = json::array();
+  for (auto v : s.accept_hist) h.push_back(v);
+  return {{"steps", s.steps},
+          {"new_tokens", s.new_tokens},
+          {"compression", s.compression()},
+          {"mean_accepted", s.mean_accepted()},
+          {"accept_hist", h},
+          {"draft_tokens_per_step", s.steps ? double(s.draft_tokens) / s.steps : 0.0},
+          {"lookahead_tokens_per_step", s.steps ? double(s.lookahead_tokens) / s.steps : 0.0},
+          {"step_tokens_per_step", s.steps ? double(s.step_tokens) / s.steps : 0.0},
+          {"seconds", s.seconds},
+          {"prefill_s", s.prefill_s},
+          {"draft_s", s.draft_s},
+          {"forward_s", s.forward_s},
+          {"verify_s", s.verify_s},
+          {"tokens_per_s", s.tokens_per_s()}};
+}
+
+void add_strategy_options(po::options_description& d, StrategyOptions& s) {
+  d.add_options()
+      ("strategy", po::value(&s.name)->default_value("ar"),
+       "ar | jacobi | lade | trie | prompt-lookup | ouroboros")
+      ("draft-seed", po::value(&s.seed)->default_value(0), "seed of draft-state randomness (LADE/Jacobi init)")
+      ("jacobi-block", po::value(&s.jacobi_block)->default_value(16), "jacobi: guessed future tokens per step")
+      ("window", po::value(&s.window)->default_value(15), "lade: window W (lookahead columns)")
+      ("ngram", po::value(&s.ngram)->default_value(5), "lade: n-gram size N (N-1 window levels)")
+      ("guesses", po::value(&s.guesses)->default_value(15), "lade: G, max verification n-grams per step and per key")
+      ("pool-from-prompt", po::bool_switch(&s.pool_from_prompt), "lade: seed the n-gram pool with prompt n-grams")
+      ("decoding-length", po::value(&s.decoding_length)->default_value(64), "trie: draft tokens per step")
+      ("branch-length", po::value(&s.branch_length)->default_value(12), "trie: branch length")
+      ("trie-capacity", po::value(&s.trie_capacity)->default_value(0), "trie: node budget (0: 32 x decoding length)")
+      ("trie-mode", po::value(&s.trie_mode)->default_value("hierarchical"), "trie: hierarchical | parallel")
+      ("trie-state", po::value(&s.trie_state)->default_value(""), "trie: state file loaded at start, saved at exit")
+      ("pl-min-ngram", po::value(&s.pl_min_ngram)->default_value(1), "prompt-lookup: shortest suffix to match")
+      ("pl-max-ngram", po::value(&s.pl_max_ngram)->default_value(4), "prompt-lookup: longest suffix to match")
+      ("pl-num-tokens", po::value(&s.pl_num_tokens)->default_value(10), "prompt-lookup: tokens proposed per step")
+      ("draft-model", po::value(&s.draft_model)->default_value(""), "ouroboros: draft model directory or random:")
+      ("gamma", po::value(&s.gamma)->default_value(12), "ouroboros: draft tokens per round")
+      ("draft-window", po::value(&s.draft_window)->default_value(20), "ouroboros: draft model's LADE window")
+      ("draft-guesses", po::value(&s.draft_guesses)->default_value(20), "ouroboros: draft model's LADE guesses")
+      ("draft-ngram", po::value(&s.draft_ngram)->default_value(7), "ouroboros: draft model's LADE n-gram size")
+      ("extensions", po::value(&s.extensions)->default_value(3), "ouroboros: K phrase extensions verified per step")
+      ("pool-state", po::value(&s.pool_state)->default_value(""), "ouroboros: phrase pool file loaded/saved");
+}
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+  LoadOptions lo;
+  StrategyOptions so;
+  GenParams gp;
+  std::string prompt, input, output, stats_path, config_file, tokenizer_dir, draft_device;
+  bool quiet = false, allow_empty = false;
+  int64_t seed = 0;
+  po::options_description d("lookahead generate: decode prompts with a Llama-family model\n\nOptions");
+  d.add_options()
+      ("help,h", "show this help")
+      ("config", po::value(&config_file), "read options from an INI-style file (key = value), flags win")
+      ("model", po::value(&lo.model), "Hugging Face model directory, or random:NAME[:SEED] (dummy weights)")
+      ("tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model (default: the model's; random: "
+                                               "models use a byte tokenizer)")
+      ("prompt", po::value(&prompt), "one prompt; the text streams to stdout")
+      ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records")
+      ("output", po::value(&output), "JSONL output, one record per prompt, written as results arrive")
+      ("max-new-tokens", po::value(&gp.max_new_tokens)->default_value(128),
+       "new tokens per prompt (0: until eos or the context limit)")
+      ("temperature", po::value(&gp.sample.temperature)->default_value(0.f), "0: greedy; > 0: sampling")
+      ("top-k", po::value(&gp.sample.top_k)->default_value(0), "sampling: keep the k most likely (0: off)")
+      ("top-p", po::value(&gp.sample.top_p)->default_value(1.f), "sampling: nucleus mass in (0, 1] (1: off)")
+      ("seed", po::value(&seed)->default_value(0), "sampling seed (outputs are reproducible)")
+      ("dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")
+      ("device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")
+      ("threads", po::value(&lo.threads)->default_value(0), "CPU threads (0: libtorch default)")
+      ("stats-json", po::value(&stats_path), "write per-prompt and aggregate statistics to this JSON file")
+      ("quiet,q", po::bool_switch(&quiet), "do not stream text or print the summary")
+      ("allow-empty-prompt", po::bool_switch(&allow_empty), "accept empty prompts (generation starts from BOS)");
+  add_strategy_options(d, so);
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, d), vm);
+  if (vm.count("help")) {
+    std::cout << d << "\nExamples:\n  lookahead generate --model ../shared/models/stories260K --prompt 'Once upon a time'"
+                      " --strategy lade\n  lookahead generate --model DIR --input prompts.jsonl --output out.jsonl"
+                      " --strategy trie --decoding-length 64\n";
+    return 0;
+  }
+  if (vm.count("config")) {
+    const std::string cf = vm["config"].as<std::string>();
+    LA_CHECK(file_exists(cf), "--config file '", cf, "' does not exist");
+    po::store(po::parse_config_file<char>(cf.c_str(), d), vm);
+  }
+  po::notify(vm);
+
+  // ---- validate everything before loading anything ----
+  LA_CHECK(!lo.model.empty(), "--model is required");
+  LA_CHECK(vm.count("prompt") || !input.empty(), "give --prompt TEXT or --input prompts.jsonl");
+  LA_CHECK(!(vm.count("prompt") && !input.empty()), "give only one of --prompt and --input");
+  LA_CHECK(input.empty() || !output.empty(), "--input needs --output");
+  LA_CHECK(gp.max_new_tokens >= 0, "--max-new-tokens must be >= 0 (got ", gp.max_new_tokens, ")");
+  LA_CHECK(std::isfinite(gp.sample.temperature) && gp.sample.temperature >= 0,
+           "--temperature must be >= 0 (got ", gp.sample.temperature, ")");
+  LA_CHECK(gp.sample.top_k >= 0, "--top-k must be >= 0 (got ", gp.sample.top_k, ")");
+  LA_CHECK(gp.sample.top_p > 0 && gp.sample.top_p <= 1, "--top-p must be in (0, 1] (got ", gp.sample.top_p, ")");
+  LA_CHECK(seed >= 0, "--seed must be >= 0");
+  gp.sample.seed = static_cast<uint64_t>(seed);
+  LA_CHECK(lo.dtype == "fp32" || lo.dtype == "fp16" || lo.dtype == "bf16", "invalid --dtype '", lo.dtype,
+           "' (expected fp32, fp16 or bf16)");
+  LA_CHECK(lo.device == "cpu" || lo.device == "cuda", "invalid --device '", lo.device, "' (expected cpu or cuda)");
+  LA_CHECK(lo.threads >= 0, "--threads must be >= 0");
+  so.validate();
+
+  std::vector<Prompt> prompts;
+  if (vm.count("prompt")) {
+    prompts.push_back({json(), prompt, {}});
+  } else {
+    LA_CHECK(file_exists(input), "--input file '", input, "' does not exist");
+    std::ifstream in(input);
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      json j;
+      try {
+        j = json::parse(line);
+      } catch (const std::exception& e) {
+        fail(input, ":", lineno, ": invalid JSON (", e.what(), ")");
+      }
+      LA_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(), input, ":", lineno,
+               ": expected an object with a string \"prompt\"");
+      prompts.push_back({j.contains("id") ? j["id"] : json(static_cast<int>(prompts.size())),
+                         j["prompt"].get<std::string>(), {}});
+    }
+    LA_CHECK(!prompts.empty(), "--input file '", input, "' holds no prompts");
+  }
+  std::ofstream out;
+  if (!output.empty()) {
+    out.open(output, std::ios::trunc);
+    LA_CHECK(out.good(), "cannot write --output '", output, "'");
+  }
+
+  // ---- load ----
+  auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig cfg0 = model_config_of(lo.model);  // fails fast on bad config before weights
+  std::unique_ptr<Tokenizer> tok;
+  if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, cfg0.bos_id);
+  else if (is_random_model(lo.model)) tok = Tokenizer::bytes(cfg0.bos_id);
+  else tok = Tokenizer::load(lo.model, cfg0.bos_id);
+  LA_CHECK(tok->vocab_size() <= cfg0.vocab, "tokenizer has ", tok->vocab_size(), " pieces but the model's vocabulary is ",
+           cfg0.vocab);
+  for (auto& p : prompts) {
+    LA_CHECK(allow_empty || !p.text.empty(), "empty prompt",
+             prompts.size() > 1 ? " (id " + p.id.dump() + ")" : std::string(),
+             " (pass --allow-empty-prompt to generate from BOS alone)");
+    p.ids = tok->encode(p.text);
+    LA_CHECK(!p.ids.empty(), "empty prompt", prompts.size() > 1 ? " (id " + p.id.dump() + ")" : std::string(),
+             ": it encodes to no tokens");
+    try {
+      check_fits(cfg0, p.ids.size(), gp.max_new_tokens);
+    } catch (const Error& e) {
+      fail(prompts.size() > 1 ? "prompt " + p.id.dump() + ": " : std::string(), e.what());
+    }
+  }
+  auto model = load_llama(lo);
+  std::unique_ptr<StepModel> draft;
+  if (so.name == "ouroboros") {
+    LoadOptions dl = lo;
+    dl.model = so.draft_model;
+    const ModelConfig dc = model_config_of(dl.model);
+    LA_CHECK(dc.vocab == cfg0.vocab, "draft model vocabulary (", dc.vocab, ") differs from the target's (", cfg0.vocab,
+             "): they must share a tokenizer");
+    draft = load_llama(dl);
+  }
+  auto strategy = make_strategy(so, draft.get());
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!quiet)
+    std::cerr << "[lookahead] model " << model->describe() << " loaded in " << std::fixed << std::setprecision(2)
+              << load_s << " s; strategy " << strategy->name() << "\n";
+
+  LocalExecutor exec(*model);
+  Generator gen(exec, *strategy, model->config());
+  RequestStats total;
+  json per = json::array();
+  uint64_t stream_id = 0;
+  for (auto& p : prompts) {
+    gp.sample.stream = stream_id++;
+    const bool stream = vm.count("prompt") && !quiet;
+    TextStream ts(*tok, std::vector<int32_t>(p.ids.begin(), p.ids.end()));
+    if (stream) {
+      std::cout << p.text << std::flush;
+    }
+    auto cb = [&](const std::vector<int32_t>& ids) {
+      if (stream) std::cout << ts.push(ids) << std::flush;
+    };
+    GenResult r = gen.generate(p.ids, gp, cb);
+    if (stream) std::cout << std::endl;
+    total.add(r.stats);
+    std::string text = tok->decode([&] {
+      auto all = std::vector<int32_t>(p.ids.begin(), p.ids.end());
+      all.insert(all.end(), r.ids.begin(), r.ids.end());
+      return all;
+    }());
+    const std::string base = tok->decode(p.ids);
+    if (text.compare(0, base.size(), base) == 0) text = text.substr(base.size());
+    json rec = {{"id", p.id},
+                {"prompt", p.text},
+                {"prompt_ids", p.ids},
+                {"ids", r.ids},
+                {"text", text},
+                {"finish_reason", r.stats.finish_reason},
+                {"new_tokens", r.stats.new_tokens},
+                {"steps", r.stats.steps},
+                {"seconds", r.stats.seconds},
+                {"tokens_per_s", r.stats.tokens_per_s()},
+                {"strategy", strategy->name()},
+                {"stats", stats_json(r.stats)}};
+    if (out.is_open()) {
+      out << rec.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+      out.flush();
+      LA_CHECK(out.good(), "writing --output '", output, "' failed");
+    }
+    per.push_back(rec["stats"]);
+    per.back()["id"] = p.id;
+  }
+  strategy->shutdown();
+  if (!stats_path.empty()) {
+    json s = {{"strategy", strategy->name()}, {"model", lo.model}, {"aggregate", stats_json(total)},
+              {"per_prompt", per}, {"counters", strategy->counters()}};
+    write_file_atomic(stats_path, s.dump(2));
+  }
+  if (!quiet) {
+    std::cerr << "[lookahead] " << prompts.size() << " prompt(s), " << total.new_tokens << " tokens in "
+              << total.steps << " steps (S = " << std::setprecision(2) << total.compression() << "), "
+              << std::setprecision(3) << total.seconds << " s, " << std::setprecision(1) << total.tokens_per_s()
+              << " tokens/s\n";
+  }
+  return 0;
+}
+
+}  // namespace la::cli

@@ -1,0 +1,96 @@
+// Lookahead decoding (LADE, Fu et al. 2024): a 2D Jacobi window of N-1 levels x W columns and an n-gram pool,
+// lookahead branch and verification branch in one forward.
+//
+// Tree layout of the lookahead branch (positions follow from depth): level-0 tokens form a chain from the root
+// (column j at depth j+1); level l of column j hangs off level l-1 of column j (depth j+1+l). So token (l, j)
+// attends to the cache, the root, level 0 of columns 0..j and levels 1..l of column j: LADE's lookahead mask.
+// The outputs of the top level form the next level; column j then yields the n-gram
+// (level0[j], ..., level_{N-2}[j], new[j]) of N consecutive positions, keyed by level0[j].
+// Verification branch: up to G pool n-grams that start with the root token, each as a chain of its N-1 tokens.
+#include <random>
+
+#include "lookahead/decode/strategies.h"
+#include "lookahead/draft/ngram_pool.h"
+#include "lookahead/util/error.h"
+
+namespace la {
+namespace {
+
+class LadeStrategy final : public Strategy {
+ public:
+  explicit LadeStrategy(const StrategyOptions& o)
+      : W_(o.window), N_(o.ngram), G_(o.guesses), from_prompt_(o.pool_from_prompt), rng_(o.seed),
+        pool_(o.ngram, o.guesses) {}
+  std::string name() const override { return "lade"; }
+
+  void begin_request(const std::vector<int32_t>& prompt) override {
+    levels_.clear();
+    std::uniform_int_distribution<size_t> d(0, prompt.size() - 1);
+    std::vector<int32_t> l0(W_);
+    for (auto& t : l0) t = prompt[d(rng_)];
+    levels_.push_back(std::move(l0));
+    if (from_prompt_) pool_.insert_sequence(prompt);
+  }
+
+  void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) override {
+    out.reset(seq.back());
+    const int levels = static_cast<int>(levels_.size());
+    idx_.assign(levels, std::vector<int32_t>(W_, -1));
+    // level 0: chain
+    int parent = 0;
+    for (int j = 0; j < W_ && j + 1 <= max_depth; ++j) {
+      parent = out.add(levels_[0][j], parent, false);
+      idx_[0][j] = parent;
+    }
+    for (int l = 1; l < levels; ++l)
+      for (int j = 0; j < W_; ++j) {
+        if (idx_[l - 1][j] < 0 || j + 1 + l > max_depth) continue;
+        idx_[l][j] = out.add(levels_[l][j], idx_[l - 1][j], false);
+      }
+    // verification candidates
+    if (G_ > 0) {
+      for (const auto& cand : pool_.lookup(seq.back(), G_)) {
+        int p = 0;
+        for (int i = 0; i < static_cast<int>(cand.size()) && i + 1 <= max_depth; ++i) p = out.add(cand[i], p, true);
+      }
+    }
+  }
+
+  void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>& results,
+              const Verdict&) override {
+    const int top = static_cast<int>(levels_.size()) - 1;
+    std::vector<int32_t> fresh(W_);
+    for (int j = 0; j < W_; ++j) fresh[j] = idx_[top][j] >= 0 ? results[idx_[top][j]] : levels_[top][j];
+    if (static_cast<int>(levels_.size()) < N_ - 1) {  // warm-up: fill the levels
+      levels_.push_back(std::move(fresh));
+      return;
+    }
+    std::vector<int32_t> gram(N_);
+    for (int j = 0; j < W_; ++j) {
+      if (idx_[top][j] < 0) continue;
+      for (int l = 0; l < N_ - 1; ++l) gram[l] = levels_[l][j];
+      gram[N_ - 1] = fresh[j];
+      pool_.insert(gram);
+    }
+    levels_.erase(levels_.begin());
+    levels_.push_back(std::move(fresh));
+  }
+
+  std::map<std::string, double> counters() const override {
+    return {{"pool_ngrams", double(pool_.size())}, {"pool_keys", double(pool_.keys())}};
+  }
+
+ private:
+  int W_, N_, G_;
+  bool from_prompt_;
+  std::mt19937_64 rng_;
+  NgramPool pool_;
+  std::vector<std::vector<int32_t>> levels_;
+  std::vector<std::vector<int32_t>> idx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_lade_strategy(const StrategyOptions& o) { return std::make_unique<LadeStrategy>(o); }
+
+}  // namespace la

@@ -1,0 +1,204 @@
+#include "lookahead/model/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "lookahead/model/step_model.h"
+#include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
+
+namespace la {
+namespace {
+
+using json = nlohmann::json;
+
+template <class T>
+T get_or(const json& j, const char* key, T def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  try {
+    return it->get<T>();
+  } catch (const std::exception&) {
+    fail("config: field '", key, "' has the wrong type (", it->type_name(), ")");
+  }
+}
+
+int req_int(const json& j, const char* key, const std::string& origin) {
+  auto it = j.find(key);
+  LA_CHECK(it != j.end() && it->is_number_integer(), origin, ": missing or non-integer field '", key, "'");
+  return it->get<int>();
+}
+
+std::vector<int> id_list(const json& v) {
+  std::vector<int> out;
+  if (v.is_number_integer()) out.push_back(v.get<int>());
+  else if (v.is_array())
+    for (auto& x : v) if (x.is_number_integer()) out.push_back(x.get<int>());
+  return out;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& config_json, const std::string& generation_json,
+                               const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(config_json);
+  } catch (const std::exception& e) {
+    fail(origin, ": invalid JSON (", e.what(), ")");
+  }
+  LA_CHECK(j.is_object(), origin, ": not a JSON object");
+  ModelConfig c;
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
+    c.architecture = j["architectures"][0].get<std::string>();
+  c.model_type = get_or<std::string>(j, "model_type", "llama");
+  static const char* kSupported[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
+  bool ok = false;
+  for (auto* s : kSupported) ok = ok || c.architecture == s;
+  LA_CHECK(ok, origin, ": unsupported architecture '", c.architecture,
+           "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+  c.hidden = req_int(j, "hidden_size", origin);
+  c.intermediate = req_int(j, "intermediate_size", origin);
+  c.layers = req_int(j, "num_hidden_layers", origin);
+  c.heads = req_int(j, "num_attention_heads", origin);
+  c.kv_heads = get_or<int>(j, "num_key_value_heads", c.heads);
+  c.head_dim = get_or<int>(j, "head_dim", c.heads > 0 ? c.hidden / c.heads : 0);
+  c.vocab = req_int(j, "vocab_size", origin);
+  c.max_positions = get_or<int>(j, "max_position_embeddings", 2048);
+  c.rms_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
+  c.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
+  if (c.model_type == "qwen2" || c.architecture == "Qwen2ForCausalLM") c.attention_bias = true;
+  c.attention_bias = get_or<bool>(j, "attention_bias", c.attention_bias);
+  c.mlp_bias = get_or<bool>(j, "mlp_bias", false);
+  c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
+  c.source_dtype = get_or<std::string>(j, "torch_dtype", get_or<std::string>(j, "dtype", "float32"));
+  const std::string act = get_or<std::string>(j, "hidden_act", "silu");
+  LA_CHECK(act == "silu" || act == "swish", origin, ": unsupported hidden_act '", act, "' (only silu)");
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    const auto& r = j["rope_scaling"];
+    c.rope_scaling.type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", ""));
+    if (c.rope_scaling.type == "default") c.rope_scaling.type = "";
+    c.rope_scaling.factor = get_or<double>(r, "factor", 1.0);
+    c.rope_scaling.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0);
+    c.rope_scaling.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0);
+    c.rope_scaling.original_max_position = get_or<int>(r, "original_max_position_embeddings", 8192);
+    LA_CHECK(c.rope_scaling.type.empty() || c.rope_scaling.type == "llama3" || c.rope_scaling.type == "linear",
+             origin, ": unsupported rope_scaling type '", c.rope_scaling.type, "' (supported: llama3, linear)");
+  }
+  c.bos_id = get_or<int>(j, "bos_token_id", 1);
+  if (j.contains("eos_token_id")) c.eos_ids = id_list(j["eos_token_id"]);
+  if (!generation_json.empty()) {
+    json g;
+    try {
+      g = json::parse(generation_json);
+    } catch (const std::exception& e) {
+      fail(origin, ": invalid generation_config.json (", e.what(), ")");
+    }
+    if (g.contains("eos_token_id")) {
+      auto ids = id_list(g["eos_token_id"]);
+      if (!ids.empty()) c.eos_ids = ids;
+    }
+    if (g.contains("bos_token_id") && g["bos_token_id"].is_number_integer()) c.bos_id = g["bos_token_id"];
+  }
+  c.validate();
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  LA_CHECK(is_directory(dir), "model directory '", dir, "' does not exist");
+  const std::string cfg = dir + "/config.json";
+  LA_CHECK(file_exists(cfg), "model directory '", dir, "' has no config.json");
+  std::string gen;
+  if (file_exists(dir + "/generation_config.json")) gen = read_file(dir + "/generation_config.json");
+  return parse_model_config(read_file(cfg), gen, cfg);
+}
+
+void ModelConfig::validate() const {
+  LA_CHECK(hidden > 0 && intermediate > 0 && layers > 0 && heads > 0 && kv_heads > 0 && head_dim > 0 && vocab > 0,
+           "config: sizes must be positive (hidden ", hidden, ", intermediate ", intermediate, ", layers ", layers,
+           ", heads ", heads, ", kv heads ", kv_heads, ", head_dim ", head_dim, ", vocab ", vocab, ")");
+  LA_CHECK(heads % kv_heads == 0, "config: num_attention_heads (", heads, ") is not a multiple of num_key_value_heads (",
+           kv_heads, ")");
+  LA_CHECK(head_dim % 2 == 0, "config: head_dim must be even for RoPE (", head_dim, ")");
+  LA_CHECK(max_positions > 0, "config: max_position_embeddings must be positive");
+  LA_CHECK(rms_eps > 0, "config: rms_norm_eps must be positive");
+  LA_CHECK(rope_theta > 0, "config: rope_theta must be positive");
+  for (int e : eos_ids) LA_CHECK(e >= 0 && e < vocab, "config: eos id ", e, " outside the vocabulary");
+}
+
+bool ModelConfig::is_eos(int id) const {
+  for (int e : eos_ids) if (e == id) return true;
+  return false;
+}
+
+int64_t ModelConfig::parameter_count() const {
+  const int64_t H = hidden, I = intermediate, D = head_dim;
+  int64_t per_layer = H * (heads * D) + 2 * H * (kv_heads * D) + (heads * D) * H + 3 * H * I + 2 * H;
+  if (attention_bias) per_layer += heads * D + 2 * kv_heads * D;
+  int64_t total = per_layer * layers + int64_t(vocab) * H + H;
+  if (!tie_word_embeddings) total += int64_t(vocab) * H;
+  return total;
+}
+
+namespace {
+ModelConfig make(int h, int i, int l, int nh, int kv, int v, int maxpos, double theta, bool tied, int hd = 0) {
+  ModelConfig c;
+  c.hidden = h; c.intermediate = i; c.layers = l; c.heads = nh; c.kv_heads = kv; c.vocab = v;
+  c.max_positions = maxpos; c.rope_theta = theta; c.tie_word_embeddings = tied;
+  c.head_dim = hd ? hd : h / nh;
+  c.rms_eps = 1e-5;
+  c.bos_id = 1;
+  c.eos_ids = {2};
+  return c;
+}
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  return {"stories260k", "llama2xs", "tinyllama-1.1b", "llama-2-7b", "smollm2-360m", "llama-3.2-1b", "qwen2-0.5b",
+          "tiny-mha", "tiny-gqa-bias"};
+}
+
+ModelConfig preset_config(const std::string& name) {
+  std::string n;
+  for (char ch : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  ModelConfig c;
+  if (n == "stories260k") c = make(64, 172, 5, 8, 4, 512, 512, 1e4, true);
+  else if (n == "llama2xs") c = make(64, 192, 5, 8, 4, 512, 256, 1e4, true);
+  else if (n == "tinyllama-1.1b") c = make(2048, 5632, 22, 32, 4, 32000, 2048, 1e4, false);
+  else if (n == "llama-2-7b") c = make(4096, 11008, 32, 32, 32, 32000, 4096, 1e4, false);
+  else if (n == "smollm2-360m") { c = make(960, 2560, 32, 15, 5, 49152, 8192, 1e5, true); c.eos_ids = {0}; c.bos_id = 0; }
+  else if (n == "llama-3.2-1b") {
+    c = make(2048, 8192, 16, 32, 8, 128256, 131072, 5e5, true);
+    c.rope_scaling = {"llama3", 32.0, 1.0, 4.0, 8192};
+    c.bos_id = 128000; c.eos_ids = {128001, 128008, 128009};
+  } else if (n == "qwen2-0.5b") {
+    c = make(896, 4864, 24, 14, 2, 151936, 32768, 1e6, true);
+    c.attention_bias = true; c.architecture = "Qwen2ForCausalLM"; c.model_type = "qwen2";
+    c.rms_eps = 1e-6; c.bos_id = 151643; c.eos_ids = {151643, 151645};
+  } else if (n == "tiny-mha") c = make(96, 256, 3, 6, 6, 300, 512, 1e4, false);
+  else if (n == "tiny-gqa-bias") { c = make(64, 160, 3, 8, 2, 320, 512, 5e5, true); c.attention_bias = true; }
+  else {
+    std::string all;
+    for (auto& p : preset_names()) all += (all.empty() ? "" : ", ") + p;
+    fail("unknown random model preset '", name, "' (known: ", all, ")");
+  }
+  c.validate();
+  return c;
+}
+
+double position_uniform(uint64_t seed, uint64_t stream, int64_t pos) {
+  // splitmix64 over a mix of the three keys; 53 random bits.
+  uint64_t z = seed * 0x9E3779B97F4A7C15ULL ^ (stream + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL ^
+               static_cast<uint64_t>(pos) * 0x94D049BB133111EBULL;
+  for (int r = 0; r < 2; ++r) {
+    z += 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+  }
+  return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace la
