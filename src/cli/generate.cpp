@@ -92,7 +92,7 @@ int cmd_generate(int argc, char** argv) {
       ("tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model (default: the model's; random: "
                                                "models use a byte tokenizer)")
       ("prompt", po::value(&prompt), "one prompt; the text streams to stdout")
-      ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records")
+      ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the tokenizer)")
       ("output", po::value(&output), "JSONL output, one record per prompt, written as results arrive")
       ("max-new-tokens", po::value(&gp.max_new_tokens)->default_value(128),
        "new tokens per prompt (0: until eos or the context limit)")
@@ -157,10 +157,19 @@ int cmd_generate(int argc, char** argv) {
       } catch (const std::exception& e) {
         fail(input, ":", lineno, ": invalid JSON (", e.what(), ")");
       }
-      LA_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(), input, ":", lineno,
-               ": expected an object with a string \"prompt\"");
-      prompts.push_back({j.contains("id") ? j["id"] : json(static_cast<int>(prompts.size())),
-                         j["prompt"].get<std::string>(), {}});
+      LA_CHECK(j.is_object() && ((j.contains("prompt") && j["prompt"].is_string()) || j.contains("prompt_ids")),
+               input, ":", lineno, ": expected an object with a string \"prompt\" (or \"prompt_ids\")");
+      Prompt p{j.contains("id") ? j["id"] : json(static_cast<int>(prompts.size())),
+               j.contains("prompt") && j["prompt"].is_string() ? j["prompt"].get<std::string>() : std::string(), {}};
+      if (j.contains("prompt_ids")) {
+        LA_CHECK(j["prompt_ids"].is_array() && !j["prompt_ids"].empty(), input, ":", lineno,
+                 ": \"prompt_ids\" must be a non-empty array of token ids");
+        for (auto& x : j["prompt_ids"]) {
+          LA_CHECK(x.is_number_integer(), input, ":", lineno, ": \"prompt_ids\" holds a non-integer");
+          p.ids.push_back(x.get<int32_t>());
+        }
+      }
+      prompts.push_back(std::move(p));
     }
     LA_CHECK(!prompts.empty(), "--input file '", input, "' holds no prompts");
   }
@@ -179,17 +188,24 @@ int cmd_generate(int argc, char** argv) {
   else tok = Tokenizer::load(lo.model, cfg0.bos_id);
   LA_CHECK(tok->vocab_size() <= cfg0.vocab, "tokenizer has ", tok->vocab_size(), " pieces but the model's vocabulary is ",
            cfg0.vocab);
+  const bool from_file = !vm.count("prompt");
   for (auto& p : prompts) {
+    if (!p.ids.empty()) {  // pre-tokenized ("prompt_ids"): used as given
+      for (auto t : p.ids)
+        LA_CHECK(t >= 0 && t < cfg0.vocab, "prompt ", p.id.dump(), ": token id ", t, " outside the vocabulary");
+      check_fits(cfg0, p.ids.size(), gp.max_new_tokens);
+      continue;
+    }
     LA_CHECK(allow_empty || !p.text.empty(), "empty prompt",
-             prompts.size() > 1 ? " (id " + p.id.dump() + ")" : std::string(),
+             from_file ? " (id " + p.id.dump() + ")" : std::string(),
              " (pass --allow-empty-prompt to generate from BOS alone)");
     p.ids = tok->encode(p.text);
-    LA_CHECK(!p.ids.empty(), "empty prompt", prompts.size() > 1 ? " (id " + p.id.dump() + ")" : std::string(),
+    LA_CHECK(!p.ids.empty(), "empty prompt", from_file ? " (id " + p.id.dump() + ")" : std::string(),
              ": it encodes to no tokens");
     try {
       check_fits(cfg0, p.ids.size(), gp.max_new_tokens);
     } catch (const Error& e) {
-      fail(prompts.size() > 1 ? "prompt " + p.id.dump() + ": " : std::string(), e.what());
+      fail(from_file ? "prompt " + p.id.dump() + ": " : std::string(), e.what());
     }
   }
   auto model = load_llama(lo);

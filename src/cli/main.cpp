@@ -21,7 +21,8 @@ static void usage_main() {
                "commands:\n"
                "  generate       decode prompts (plain autoregressive or a lookahead strategy)\n"
                "  bench-forward  time one forward versus the number of step tokens\n"
-               "  save-model     write a model (e.g. random:NAME) as a Hugging Face directory\n\n"
+               "  save-model     write a model (e.g. random:NAME) as a Hugging Face directory\n"
+               "  score          print the logits of every position of a token sequence (JSON)\n\n"
                "`lookahead <command> --help` lists the command's options and defaults.\n";
 }
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cmd_generate(argc - 1, argv + 1);
     if (cmd == "bench-forward") return cmd_bench_forward(argc - 1, argv + 1);
     if (cmd == "save-model") return cmd_save_model(argc - 1, argv + 1);
+    if (cmd == "score") return cmd_score(argc - 1, argv + 1);
     std::cerr << "lookahead: error: unknown command '" << cmd << "' (try lookahead --help)\n";
     return 2;
   } catch (const po::error& e) {

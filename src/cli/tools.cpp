@@ -105,6 +105,52 @@ int cmd_bench_forward(int argc, char** argv) {
   return 0;
 }
 
+int cmd_score(int argc, char** argv) {
+  LoadOptions lo;
+  std::string ids_s;
+  po::options_description d("lookahead score: logits of every position of a token sequence, as JSON\n\nOptions");
+  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir or random:NAME")(
+      "ids", po::value(&ids_s)->required(), "comma list of token ids")(
+      "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
+      "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, d), vm);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  po::notify(vm);
+  std::vector<int32_t> ids;
+  std::stringstream ss(ids_s);
+  std::string x;
+  while (std::getline(ss, x, ',')) {
+    try {
+      ids.push_back(std::stoi(x));
+    } catch (const std::exception&) {
+      fail("--ids: '", x, "' is not an integer");
+    }
+  }
+  LA_CHECK(!ids.empty(), "--ids is empty");
+  auto m = load_llama(lo);
+  LA_CHECK(static_cast<int>(ids.size()) <= m->config().max_positions, "--ids longer than the model's context");
+  StepInput in;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    in.tokens.push_back(ids[i]);
+    in.positions.push_back(static_cast<int32_t>(i));
+    in.parents.push_back(static_cast<int32_t>(i) - 1);
+  }
+  std::vector<float> lg;
+  auto next = m->forward(in, SampleParams{}, &lg);
+  const int V = m->config().vocab;
+  std::cout << "{\"vocab\": " << V << ", \"argmax\": [";
+  for (size_t i = 0; i < next.size(); ++i) std::cout << (i ? ", " : "") << next[i];
+  std::cout << "], \"logits\": [";
+  std::cout << std::setprecision(9);
+  for (size_t i = 0; i < lg.size(); ++i) std::cout << (i ? ", " : "") << lg[i];
+  std::cout << "]}\n";
+  return 0;
+}
+
 int cmd_save_model(int argc, char** argv) {
   LoadOptions lo;
   std::string out;

@@ -67,7 +67,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
     const auto t1 = Clock::now();
     std::vector<int32_t> results = exec_.run(seq, plan);
     const auto t2 = Clock::now();
-    Verdict v = verify_plan(plan, results);
+    Verdict v = verifier_ ? verifier_(plan, results) : verify_plan(plan, results);
     const std::vector<int32_t> before = seq;
     int kept = 0;
     for (int32_t tok : v.tokens) {

@@ -76,8 +76,12 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   c.source_dtype = get_or<std::string>(j, "torch_dtype", get_or<std::string>(j, "dtype", "float32"));
   const std::string act = get_or<std::string>(j, "hidden_act", "silu");
   LA_CHECK(act == "silu" || act == "swish", origin, ": unsupported hidden_act '", act, "' (only silu)");
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const auto& r = j["rope_scaling"];
+  // transformers >= 5 writes "rope_parameters" (with rope_theta inside); older versions "rope_scaling".
+  const char* rope_key = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? "rope_parameters"
+                                                                                            : "rope_scaling";
+  if (j.contains(rope_key) && j[rope_key].is_object()) {
+    const auto& r = j[rope_key];
+    c.rope_theta = get_or<double>(r, "rope_theta", c.rope_theta);
     c.rope_scaling.type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", ""));
     if (c.rope_scaling.type == "default") c.rope_scaling.type = "";
     c.rope_scaling.factor = get_or<double>(r, "factor", 1.0);

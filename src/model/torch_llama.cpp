@@ -39,7 +39,7 @@ at::ScalarType to_scalar(DType d) {
 }
 
 struct LayerW {
-  at::Tensor ln1, wqkv, bqkv, wo, ln2, wgu, wd;
+  at::Tensor ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd;
 };
 
 class TorchLlama final : public StepModel {
@@ -74,6 +74,7 @@ class TorchLlama final : public StepModel {
         L.bqkv = at::cat({get(p + "self_attn.q_proj.bias"), get(p + "self_attn.k_proj.bias"),
                           get(p + "self_attn.v_proj.bias")}, 0).contiguous();
       L.wo = get(p + "self_attn.o_proj.weight");
+      if (named_.count(p + "self_attn.o_proj.bias")) L.bo = named_[p + "self_attn.o_proj.bias"];
       L.wgu = at::cat({get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")}, 0).contiguous();
       L.wd = get(p + "mlp.down_proj.weight");
       layers_.push_back(std::move(L));
@@ -164,7 +165,7 @@ class TorchLlama final : public StepModel {
       at::Tensor p = at::softmax(sc, -1).to(dt_);
       at::Tensor o = at::bmm(p, V.permute({1, 0, 2}));  // [Hkv, g*T, D]
       o = o.view({Hkv, g, T, D}).permute({2, 0, 1, 3}).reshape({T, Q});
-      x = x + at::linear(o, W.wo);
+      x = x + (W.bo.defined() ? at::linear(o, W.wo, W.bo) : at::linear(o, W.wo));
       h = rms_norm(x, W.ln2);
       at::Tensor gu = at::linear(h, W.wgu);
       const int64_t I = cfg_.intermediate;
@@ -404,6 +405,15 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
       const auto& v = ck.get(n);
       at::Tensor t = at::from_blob(const_cast<void*>(v.data), v.shape, at::TensorOptions().dtype(to_scalar(v.dtype)));
       w[n] = t.to(dev, dt, /*non_blocking=*/false, /*copy=*/true);
+    }
+    // Llama with attention_bias also has an o_proj bias (Qwen2 does not): optional.
+    for (int l = 0; l < cfg.layers && cfg.attention_bias; ++l) {
+      const std::string n = "model.layers." + std::to_string(l) + ".self_attn.o_proj.bias";
+      if (!ck.has(n)) continue;
+      const auto& v = ck.get(n);
+      LA_CHECK(v.shape == std::vector<int64_t>{cfg.hidden}, o.model, ": tensor '", n, "' has the wrong shape");
+      at::Tensor t = at::from_blob(const_cast<void*>(v.data), v.shape, at::TensorOptions().dtype(to_scalar(v.dtype)));
+      w[n] = t.to(dev, dt, false, true);
     }
     desc = o.model;
   }

@@ -1,0 +1,64 @@
+// Prompt lookup decoding: one chain of up to pl_num_tokens tokens, copied from what followed the most recent
+// earlier occurrence of the context's longest recurring suffix (lengths pl_max_ngram down to pl_min_ngram).
+// The index over prompt + output grows incrementally with the sequence; it is reset per request.
+#include <algorithm>
+
+#include "lookahead/decode/strategies.h"
+#include "lookahead/draft/prompt_lookup.h"
+#include "lookahead/util/error.h"
+
+namespace la {
+
+namespace {
+
+class PromptLookupStrategy : public Strategy {
+ public:
+  explicit PromptLookupStrategy(const StrategyOptions& opt)
+      : num_tokens_(opt.pl_num_tokens), index_(opt.pl_min_ngram, opt.pl_max_ngram) {
+    LA_CHECK(opt.pl_num_tokens >= 0, "prompt lookup: number of tokens must be >= 0 (got ", opt.pl_num_tokens, ")");
+  }
+
+  std::string name() const override { return "prompt-lookup"; }
+
+  void begin_request(const std::vector<int32_t>& prompt) override { index_.reset(); }
+
+  void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) override {
+    LA_CHECK(!seq.empty(), "prompt lookup: empty sequence");
+    out.reset(seq.back());
+    ++steps_;
+    const int k = std::min(num_tokens_, max_depth);
+    if (k <= 0) return;
+    const auto chain = index_.propose(seq, k);
+    int32_t parent = 0;
+    for (int32_t t : chain) parent = out.add(t, parent, true);
+    if (!chain.empty()) ++hits_;
+    proposed_ += chain.size();
+  }
+
+  void update(const std::vector<int32_t>& seq, const StepPlan& plan, const std::vector<int32_t>& results,
+              const Verdict& verdict) override {
+    accepted_ += verdict.path.empty() ? 0 : verdict.path.size() - 1;
+  }
+
+  void end_request(const std::vector<int32_t>& seq) override { index_.reset(); }
+
+  std::map<std::string, double> counters() const override {
+    return {{"pl_steps", static_cast<double>(steps_)},
+            {"pl_hit_steps", static_cast<double>(hits_)},
+            {"pl_proposed_tokens", static_cast<double>(proposed_)},
+            {"pl_accepted_tokens", static_cast<double>(accepted_)}};
+  }
+
+ private:
+  int num_tokens_;
+  PromptLookup index_;
+  uint64_t steps_ = 0, hits_ = 0, proposed_ = 0, accepted_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_prompt_lookup_strategy(const StrategyOptions& opt) {
+  return std::make_unique<PromptLookupStrategy>(opt);
+}
+
+}  // namespace la

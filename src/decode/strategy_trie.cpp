@@ -1,0 +1,147 @@
+// Lookahead (Zhao et al., KDD'24) trie strategy: one process-wide token trie serves every request.
+//
+// * begin_request(prompt): a new request id; every prompt window prompt[i, i+branch_length) (tails included) is
+//   inserted as a prompt branch of that request.
+// * plan(seq): the trie drafts up to decoding_length continuations of seq.back() (multi-stage query on seq's
+//   last tokens), as a prefix-merged tree (hierarchical) or disjoint chains (parallel), never deeper than
+//   max_depth; every draft node is a verify node.
+// * update(): each generated-output window seq[s, s+branch_length) is inserted as a generated branch as soon as
+//   it is complete (s runs from the first window holding an output token); end_request() inserts the
+//   remaining shorter tail windows and then eliminates the request's prompt frequency.
+// * State: the constructor loads opt.trie_state if that file exists (a corrupt/truncated/wrong-magic file is an
+//   error: la::Error naming the file propagates, the strategy refuses to start); a missing file starts cold.
+//   shutdown() saves to opt.trie_state (atomic rename).
+// * Capacity: opt.trie_capacity nodes, or 32 x decoding_length when 0.
+#include <algorithm>
+#include <filesystem>
+
+#include "lookahead/decode/strategies.h"
+#include "lookahead/draft/trie.h"
+#include "lookahead/util/error.h"
+
+namespace la {
+
+namespace {
+
+class TrieStrategy : public Strategy {
+ public:
+  explicit TrieStrategy(const StrategyOptions& opt)
+      : opt_(opt), mode_(parse_trie_mode(opt.trie_mode)), trie_(params_of(opt)) {
+    LA_CHECK(opt.decoding_length >= 0, "trie: decoding length must be >= 0 (got ", opt.decoding_length, ")");
+    if (!opt_.trie_state.empty()) {
+      std::error_code ec;
+      if (std::filesystem::exists(opt_.trie_state, ec)) {
+        trie_.load(opt_.trie_state);
+        loaded_nodes_ = trie_.size();
+      } else if (ec) {
+        fail("trie state file '", opt_.trie_state, "': cannot check it: ", ec.message());
+      }
+    }
+  }
+
+  std::string name() const override { return "trie"; }
+
+  void begin_request(const std::vector<int32_t>& prompt) override {
+    if (active_) {  // the previous request never ended: drop its prompt frequency, keep what it inserted
+      if (request_ >= 0) trie_.end_request(request_);
+      active_ = false;
+    }
+    active_ = true;
+    request_ = next_request_++;
+    prompt_len_ = prompt.size();
+    trie_.insert_windows(prompt, BranchSource::from_prompt(request_));
+    // The first window holding an output token starts at prompt_len - branch_length + 1.
+    const size_t b = static_cast<size_t>(opt_.branch_length);
+    next_window_ = prompt_len_ >= b ? prompt_len_ - b + 1 : 0;
+    ++requests_;
+  }
+
+  void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) override {
+    LA_CHECK(!seq.empty(), "trie: empty sequence");
+    out.reset(seq.back());
+    if (opt_.decoding_length <= 0 || max_depth <= 0) return;
+    trie_.retrieve(seq.data(), seq.size(), opt_.decoding_length, max_depth, mode_, draft_);
+    for (int i = 0; i < draft_.size(); ++i) out.add(draft_.tokens[i], draft_.parents[i] + 1, true);
+    draft_nodes_ += static_cast<uint64_t>(draft_.size());
+    ++steps_;
+  }
+
+  void update(const std::vector<int32_t>& seq, const StepPlan& plan, const std::vector<int32_t>& results,
+              const Verdict& verdict) override {
+    accepted_ += verdict.path.size() > 0 ? verdict.path.size() - 1 : 0;
+    const size_t b = static_cast<size_t>(opt_.branch_length);
+    const size_t old = seq.size();
+    const size_t total = old + verdict.tokens.size();
+    auto at = [&](size_t j) { return j < old ? seq[j] : verdict.tokens[j - old]; };
+    if (!active_) {  // no begin_request: treat the whole sequence as output
+      active_ = true;
+      request_ = -1;
+      next_window_ = 0;
+    }
+    while (next_window_ + b <= total) {
+      window_.clear();
+      for (size_t j = next_window_; j < next_window_ + b; ++j) window_.push_back(at(j));
+      trie_.insert_branch(window_, BranchSource::generated());
+      ++next_window_;
+    }
+  }
+
+  void end_request(const std::vector<int32_t>& seq) override { finish(seq); }
+
+  void shutdown() override {
+    if (!opt_.trie_state.empty()) trie_.save(opt_.trie_state);
+  }
+
+  std::map<std::string, double> counters() const override {
+    return {{"trie_nodes", static_cast<double>(trie_.size())},
+            {"trie_capacity", static_cast<double>(trie_.params().capacity)},
+            {"trie_loaded_nodes", static_cast<double>(loaded_nodes_)},
+            {"trie_prune_passes", static_cast<double>(trie_.prune_passes())},
+            {"trie_decay_rounds", static_cast<double>(trie_.decay_rounds())},
+            {"trie_requests", static_cast<double>(requests_)},
+            {"trie_mean_draft_nodes", steps_ ? static_cast<double>(draft_nodes_) / static_cast<double>(steps_) : 0.0},
+            {"trie_accepted_drafts", static_cast<double>(accepted_)}};
+  }
+
+ private:
+  static TrieParams params_of(const StrategyOptions& opt) {
+    TrieParams p;
+    p.branch_length = opt.branch_length;
+    LA_CHECK(opt.trie_capacity >= 0, "trie: capacity must be >= 0 (got ", opt.trie_capacity, ")");
+    p.capacity = opt.trie_capacity > 0 ? static_cast<size_t>(opt.trie_capacity)
+                                       : 32 * static_cast<size_t>(std::max(opt.decoding_length, 0));
+    return p;
+  }
+
+  // Inserts the output's remaining (shorter) tail windows and removes the request's prompt frequency.
+  void finish(const std::vector<int32_t>& seq) {
+    if (!active_) return;
+    // Only windows holding an output token (seq beyond the prompt).
+    for (size_t s = next_window_; seq.size() > prompt_len_ && s < seq.size(); ++s) {
+      window_.assign(seq.begin() + static_cast<std::ptrdiff_t>(s), seq.end());
+      trie_.insert_branch(window_, BranchSource::generated());
+    }
+    if (request_ >= 0) trie_.end_request(request_);
+    active_ = false;
+    next_window_ = 0;
+    prompt_len_ = 0;
+  }
+
+  StrategyOptions opt_;
+  TrieMode mode_;
+  TokenTrie trie_;
+  TrieDraft draft_;
+  std::vector<int32_t> window_;
+  bool active_ = false;
+  int64_t request_ = -1, next_request_ = 0;
+  size_t prompt_len_ = 0, next_window_ = 0, loaded_nodes_ = 0;
+  uint64_t requests_ = 0, steps_ = 0, draft_nodes_ = 0, accepted_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_trie_strategy(const StrategyOptions& opt) {
+  return std::make_unique<TrieStrategy>(opt);
+}
+
+}  // namespace la

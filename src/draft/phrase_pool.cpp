@@ -1,0 +1,198 @@
+#include "lookahead/draft/phrase_pool.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "lookahead/util/error.h"
+
+namespace la {
+
+namespace {
+
+constexpr char kMagic[8] = {'L', 'A', 'P', 'H', 'R', 'A', 'S', 'E'};
+constexpr uint32_t kVersion = 1;
+constexpr const char* kWhat = "phrase pool state file";
+
+uint64_t fnv1a(const char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(p[i]);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+template <class T>
+void put(std::string& s, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  s.append(b, sizeof(T));
+}
+
+// Bounds-checked reader over the file bytes (the checksum trailer excluded).
+struct Reader {
+  const std::string& s;
+  size_t end;
+  const std::string& path;
+  size_t off = 0;
+  template <class T>
+  T get() {
+    if (end - off < sizeof(T)) fail(kWhat, " '", path, "': truncated at byte ", off);
+    T v;
+    std::memcpy(&v, s.data() + off, sizeof(T));
+    off += sizeof(T);
+    return v;
+  }
+};
+
+}  // namespace
+
+PhrasePool::PhrasePool(int max_per_key) : max_per_key_(max_per_key) {
+  LA_CHECK(max_per_key >= 0, "phrase pool: max phrases per key must be >= 0 (got ", max_per_key, ")");
+}
+
+void PhrasePool::clear() {
+  map_.clear();
+  size_ = 0;
+}
+
+bool PhrasePool::remove(const std::vector<int32_t>& phrase) {
+  if (phrase.empty()) return false;
+  auto it = map_.find(phrase[0]);
+  if (it == map_.end()) return false;
+  auto& v = it->second;
+  auto p = std::find(v.begin(), v.end(), phrase);
+  if (p == v.end()) return false;
+  v.erase(p);
+  --size_;
+  if (v.empty()) map_.erase(it);
+  return true;
+}
+
+bool PhrasePool::contains(const std::vector<int32_t>& phrase) const {
+  if (phrase.empty()) return false;
+  auto it = map_.find(phrase[0]);
+  return it != map_.end() && std::find(it->second.begin(), it->second.end(), phrase) != it->second.end();
+}
+
+void PhrasePool::insert(const std::vector<int32_t>& phrase) {
+  if (phrase.empty() || max_per_key_ == 0) return;
+  auto& v = map_[phrase[0]];
+  auto p = std::find(v.begin(), v.end(), phrase);
+  if (p != v.end()) {
+    std::rotate(p, p + 1, v.end());  // refresh: move to the back (most recent)
+    return;
+  }
+  if (v.size() >= static_cast<size_t>(max_per_key_)) {
+    v.erase(v.begin());  // evict the least recent
+  } else {
+    ++size_;
+  }
+  v.push_back(phrase);
+}
+
+void PhrasePool::replace(const std::vector<int32_t>& old_phrase, const std::vector<int32_t>& corrected_phrase) {
+  if (old_phrase != corrected_phrase) remove(old_phrase);
+  insert(corrected_phrase);
+}
+
+std::vector<std::vector<int32_t>> PhrasePool::lookup(int32_t key, int limit) const {
+  std::vector<std::vector<int32_t>> out;
+  auto it = map_.find(key);
+  if (it == map_.end() || limit == 0) return out;
+  const auto& v = it->second;
+  const size_t take = limit < 0 ? v.size() : std::min(v.size(), static_cast<size_t>(limit));
+  out.reserve(take);
+  for (size_t k = 0; k < take; ++k) out.push_back(v[v.size() - 1 - k]);
+  return out;
+}
+
+void PhrasePool::save(const std::string& path) const {
+  std::string s;
+  s.append(kMagic, sizeof(kMagic));
+  put<uint32_t>(s, kVersion);
+  put<uint32_t>(s, 0);
+  // Keys in ascending order so the file does not depend on hash order.
+  std::vector<int32_t> ks;
+  ks.reserve(map_.size());
+  for (const auto& kv : map_) ks.push_back(kv.first);
+  std::sort(ks.begin(), ks.end());
+  put<uint64_t>(s, ks.size());
+  for (int32_t k : ks) {
+    const auto& v = map_.at(k);
+    put<int32_t>(s, k);
+    put<uint32_t>(s, static_cast<uint32_t>(v.size()));
+    for (const auto& ph : v) {
+      put<uint32_t>(s, static_cast<uint32_t>(ph.size()));
+      for (int32_t t : ph) put<int32_t>(s, t);
+    }
+  }
+  put<uint64_t>(s, fnv1a(s.data(), s.size()));
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail(kWhat, " '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
+  bool ok = std::fwrite(s.data(), 1, s.size(), f) == s.size();
+  ok = std::fflush(f) == 0 && ok;
+  ok = ::fsync(::fileno(f)) == 0 && ok;
+  const int err = errno;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail(kWhat, " '", path, "': write failed: ", std::strerror(err));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    fail(kWhat, " '", path, "': cannot rename '", tmp, "' over it: ", ec.message());
+  }
+}
+
+void PhrasePool::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(kWhat, " '", path, "': cannot open: ", std::strerror(errno));
+  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail(kWhat, " '", path, "': read error");
+  LA_CHECK(s.size() >= sizeof(kMagic) + 8 + 8 + 8, kWhat, " '", path, "': truncated (", s.size(), " bytes)");
+  LA_CHECK(std::memcmp(s.data(), kMagic, sizeof(kMagic)) == 0, kWhat, " '", path,
+           "': wrong magic (not a lookahead phrase pool state file)");
+  uint64_t sum;
+  std::memcpy(&sum, s.data() + s.size() - 8, 8);
+  Reader r{s, s.size() - 8, path, sizeof(kMagic)};
+  const uint32_t version = r.get<uint32_t>();
+  LA_CHECK(version == kVersion, kWhat, " '", path, "': unsupported version ", version, " (expected ", kVersion, ")");
+  LA_CHECK(sum == fnv1a(s.data(), s.size() - 8), kWhat, " '", path, "': checksum mismatch (corrupt or truncated)");
+  (void)r.get<uint32_t>();
+  const uint64_t nkeys = r.get<uint64_t>();
+  LA_CHECK(nkeys <= (r.end - r.off) / 8, kWhat, " '", path, "': ", nkeys, " keys do not fit in the file (corrupt)");
+  PhrasePool fresh(max_per_key_);
+  for (uint64_t k = 0; k < nkeys; ++k) {
+    const int32_t key = r.get<int32_t>();
+    const uint32_t count = r.get<uint32_t>();
+    LA_CHECK(count <= (r.end - r.off) / 4, kWhat, " '", path, "': key ", key, " has ", count,
+             " phrases, more than the file holds (corrupt)");
+    LA_CHECK(fresh.map_.find(key) == fresh.map_.end(), kWhat, " '", path, "': key ", key, " appears twice");
+    for (uint32_t j = 0; j < count; ++j) {
+      const uint32_t len = r.get<uint32_t>();
+      LA_CHECK(len >= 1 && len <= (r.end - r.off) / 4, kWhat, " '", path, "': phrase of length ", len,
+               " under key ", key, " (corrupt)");
+      std::vector<int32_t> ph(len);
+      for (uint32_t t = 0; t < len; ++t) ph[t] = r.get<int32_t>();
+      LA_CHECK(ph[0] == key, kWhat, " '", path, "': a phrase under key ", key, " starts with ", ph[0]);
+      fresh.insert(ph);
+    }
+  }
+  LA_CHECK(r.off == r.end, kWhat, " '", path, "': ", r.end - r.off, " trailing bytes (corrupt)");
+  map_.swap(fresh.map_);
+  size_ = fresh.size_;
+}
+
+}  // namespace la

@@ -1,0 +1,223 @@
+// Bad input reaches a clear la::Error naming the problem (never a crash). This suite is libtorch-free so it also
+// runs in the AddressSanitizer + UBSan build (launch/test.sh builds build-asan/ and runs the "core" label there).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lookahead/decode/generator.h"
+#include "lookahead/decode/strategies.h"
+#include "lookahead/model/config.h"
+#include "lookahead/model/safetensors.h"
+#include "lookahead/model/tokenizer.h"
+#include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
+
+namespace fs = std::filesystem;
+using namespace la;
+
+namespace {
+
+std::string stories() { return std::string(LA_SHARED_DIR) + "/models/stories260K"; }
+
+struct TmpDir {
+  fs::path p;
+  TmpDir() {
+    char tmpl[] = "/tmp/la-bad-XXXXXX";
+    p = mkdtemp(tmpl);
+  }
+  ~TmpDir() { fs::remove_all(p); }
+  std::string str() const { return p.string(); }
+};
+
+// Copies the shared model into a temp dir so a test can corrupt one file.
+TmpDir copy_model() {
+  TmpDir d;
+  for (auto& e : fs::directory_iterator(stories())) fs::copy(e.path(), d.p / e.path().filename());
+  return d;
+}
+
+void write(const std::string& path, const std::string& data) {
+  std::ofstream o(path, std::ios::binary | std::ios::trunc);
+  o.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+std::string safetensors_bytes(const nlohmann::json& header, size_t body) {
+  std::string h = header.dump();
+  uint64_t n = h.size();
+  std::string out(reinterpret_cast<const char*>(&n), 8);
+  return out + h + std::string(body, '\0');
+}
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+void load_and_check(const std::string& dir) {
+  auto cfg = load_model_config(dir);
+  auto ck = SafetensorsCheckpoint::open(dir);
+  check_checkpoint(ck, cfg, dir);
+}
+
+}  // namespace
+
+TEST(BadInput, MissingDirectory) {
+  EXPECT_NE(error_of([] { load_model_config("/nonexistent/model"); }).find("does not exist"), std::string::npos);
+}
+
+TEST(BadInput, MissingConfig) {
+  auto d = copy_model();
+  fs::remove(d.p / "config.json");
+  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("no config.json"), std::string::npos);
+}
+
+TEST(BadInput, MissingWeights) {
+  auto d = copy_model();
+  fs::remove(d.p / "model.safetensors");
+  EXPECT_NE(error_of([&] { load_and_check(d.str()); }).find("neither model.safetensors"), std::string::npos);
+}
+
+TEST(BadInput, HeaderLengthPastEndOfFile) {
+  auto d = copy_model();
+  std::string bytes(8, '\0');
+  uint64_t n = 1ull << 40;
+  std::memcpy(bytes.data(), &n, 8);
+  write((d.p / "model.safetensors").string(), bytes + "{}");
+  const auto e = error_of([&] { load_and_check(d.str()); });
+  EXPECT_NE(e.find("header length"), std::string::npos) << e;
+  EXPECT_NE(e.find("past the end"), std::string::npos) << e;
+}
+
+TEST(BadInput, TinyFile) {
+  auto d = copy_model();
+  write((d.p / "model.safetensors").string(), "abc");
+  EXPECT_NE(error_of([&] { load_and_check(d.str()); }).find("not a safetensors file"), std::string::npos);
+}
+
+TEST(BadInput, BrokenHeaderJson) {
+  auto d = copy_model();
+  std::string h = "{\"a\": [1, 2";
+  uint64_t n = h.size();
+  write((d.p / "model.safetensors").string(), std::string(reinterpret_cast<const char*>(&n), 8) + h);
+  EXPECT_NE(error_of([&] { load_and_check(d.str()); }).find("broken safetensors header JSON"), std::string::npos);
+}
+
+TEST(BadInput, TruncatedData) {
+  auto d = copy_model();
+  const auto p = d.p / "model.safetensors";
+  fs::resize_file(p, fs::file_size(p) - 1000);
+  const auto e = error_of([&] { load_and_check(d.str()); });
+  EXPECT_NE(e.find("outside the file's data section"), std::string::npos) << e;
+}
+
+TEST(BadInput, UnsupportedTensorDtype) {
+  auto d = copy_model();
+  write((d.p / "model.safetensors").string(),
+        safetensors_bytes({{"x", {{"dtype", "I64"}, {"shape", {2}}, {"data_offsets", {0, 16}}}}}, 16));
+  const auto e = error_of([&] { SafetensorsCheckpoint::open(d.str()); });
+  EXPECT_NE(e.find("unsupported dtype I64"), std::string::npos) << e;
+}
+
+TEST(BadInput, DtypeSizeDisagreesWithBytes) {
+  auto d = copy_model();
+  write((d.p / "model.safetensors").string(),
+        safetensors_bytes({{"x", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 8}}}}}, 8));
+  const auto e = error_of([&] { SafetensorsCheckpoint::open(d.str()); });
+  EXPECT_NE(e.find("need 12"), std::string::npos) << e;
+}
+
+TEST(BadInput, ShapeDisagreesWithConfig) {
+  auto d = copy_model();
+  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  j["intermediate_size"] = 200;
+  write((d.p / "config.json").string(), j.dump());
+  const auto e = error_of([&] { load_and_check(d.str()); });
+  EXPECT_NE(e.find("mlp.gate_proj.weight' has shape [172,64] but config.json implies [200,64]"), std::string::npos) << e;
+}
+
+TEST(BadInput, MissingTensor) {
+  auto d = copy_model();
+  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  j["tie_word_embeddings"] = false;
+  write((d.p / "config.json").string(), j.dump());
+  EXPECT_NE(error_of([&] { load_and_check(d.str()); }).find("'lm_head.weight' is missing"), std::string::npos);
+}
+
+TEST(BadInput, UnsupportedArchitecture) {
+  auto d = copy_model();
+  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  j["architectures"] = {"GPT2LMHeadModel"};
+  write((d.p / "config.json").string(), j.dump());
+  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("unsupported architecture 'GPT2LMHeadModel'"),
+            std::string::npos);
+}
+
+TEST(BadInput, BrokenConfigJson) {
+  auto d = copy_model();
+  write((d.p / "config.json").string(), "{\"hidden_size\": ");
+  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("invalid JSON"), std::string::npos);
+}
+
+TEST(BadInput, MissingConfigField) {
+  auto d = copy_model();
+  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  j.erase("hidden_size");
+  write((d.p / "config.json").string(), j.dump());
+  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("'hidden_size'"), std::string::npos);
+}
+
+TEST(BadInput, HeadsNotMultipleOfKvHeads) {
+  auto d = copy_model();
+  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  j["num_key_value_heads"] = 3;
+  write((d.p / "config.json").string(), j.dump());
+  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("not a multiple"), std::string::npos);
+}
+
+TEST(BadInput, MissingTokenizer) {
+  auto d = copy_model();
+  fs::remove(d.p / "tokenizer.model");
+  EXPECT_NE(error_of([&] { Tokenizer::load(d.str(), 1); }).find("no tokenizer.model"), std::string::npos);
+}
+
+TEST(BadInput, CorruptTokenizer) {
+  auto d = copy_model();
+  write((d.p / "tokenizer.model").string(), "this is not a sentencepiece model");
+  EXPECT_NE(error_of([&] { Tokenizer::load(d.str(), 1); }).find("cannot load tokenizer"), std::string::npos);
+}
+
+TEST(BadInput, PromptPlusNewTokensPastMaxPositions) {
+  auto cfg = load_model_config(stories());  // 512 positions
+  EXPECT_NE(error_of([&] { check_fits(cfg, 10, 600); }).find("exceeds the model's context"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_fits(cfg, 600, 0); }).find("context is 512"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_fits(cfg, 0, 10); }).find("empty prompt"), std::string::npos);
+  EXPECT_EQ(error_of([&] { check_fits(cfg, 10, 503); }), "<no error>");
+}
+
+TEST(BadInput, InvalidStrategyParameters) {
+  auto bad = [](auto f) {
+    StrategyOptions o;
+    f(o);
+    return error_of([&] { o.validate(); });
+  };
+  EXPECT_NE(bad([](auto& o) { o.name = "beam"; }).find("invalid --strategy 'beam'"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.window = 0; }).find("--window"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.ngram = 1; }).find("--ngram"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.guesses = -1; }).find("--guesses"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.trie_mode = "flat"; }).find("--trie-mode"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.name = "ouroboros"; }).find("--draft-model"), std::string::npos);
+  EXPECT_EQ(bad([](auto&) {}), "<no error>");
+}
+
+TEST(BadInput, UnknownPreset) {
+  EXPECT_NE(error_of([] { preset_config("gpt-5"); }).find("unknown random model preset 'gpt-5'"), std::string::npos);
+}

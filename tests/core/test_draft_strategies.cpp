@@ -1,0 +1,278 @@
+// Tests of the trie and prompt-lookup strategies: plan validity and bounds, and lossless decoding against a fake
+// deterministic model (next token = table[previous token][token]) across many requests in one strategy object.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lookahead/decode/step_plan.h"
+#include "lookahead/decode/strategies.h"
+#include "lookahead/util/error.h"
+
+namespace fs = std::filesystem;
+using V = std::vector<int32_t>;
+
+namespace {
+
+struct FakeModel {
+  int vocab;
+  std::vector<int32_t> table;
+  FakeModel(int v, uint32_t seed) : vocab(v), table(static_cast<size_t>(v) * v) {
+    std::mt19937 rng(seed);
+    for (auto& x : table) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(v));
+  }
+  int32_t next(int32_t prev, int32_t cur) const { return table[static_cast<size_t>(prev) * vocab + cur]; }
+  int32_t next_of(const V& seq) const { return next(seq.size() >= 2 ? seq[seq.size() - 2] : 0, seq.back()); }
+  V plain(V seq, int max_new) const {
+    for (int i = 0; i < max_new; ++i) seq.push_back(next_of(seq));
+    return seq;
+  }
+};
+
+struct LoopStats {
+  long steps = 0, tokens = 0, max_draft = 0;
+};
+
+// One request decoded through the strategy with the verifier; every plan is checked.
+V decode(la::Strategy& s, const FakeModel& m, const V& prompt, int max_new, int decoding_length, LoopStats& st) {
+  V seq = prompt;
+  s.begin_request(prompt);
+  int gen = 0;
+  while (gen < max_new) {
+    const int max_depth = max_new - gen - 1;
+    la::StepPlan plan;
+    s.plan(seq, max_depth, plan);
+    EXPECT_NO_THROW(plan.validate());
+    EXPECT_EQ(plan.tokens[0], seq.back());
+    EXPECT_EQ(plan.num_lookahead(), 0);
+    EXPECT_LE(plan.num_draft(), decoding_length);
+    for (int d : plan.depths()) EXPECT_LE(d, max_depth);
+    st.max_draft = std::max<long>(st.max_draft, plan.num_draft());
+    std::vector<int32_t> results(plan.tokens.size());
+    for (int i = 0; i < plan.size(); ++i) {
+      const int32_t prev = i == 0 ? (seq.size() >= 2 ? seq[seq.size() - 2] : 0) : plan.tokens[plan.parents[i]];
+      results[i] = m.next(prev, plan.tokens[i]);
+    }
+    const la::Verdict v = la::verify_plan(plan, results);
+    EXPECT_LE(static_cast<int>(v.tokens.size()), max_new - gen);
+    s.update(seq, plan, results, v);
+    seq.insert(seq.end(), v.tokens.begin(), v.tokens.end());
+    gen += static_cast<int>(v.tokens.size());
+    ++st.steps;
+    if (::testing::Test::HasFailure()) break;
+  }
+  st.tokens += gen;
+  s.end_request(seq);
+  return seq;
+}
+
+std::vector<V> make_prompts(int count, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  V shared(20);
+  for (auto& x : shared) x = static_cast<int32_t>(rng() % vocab);
+  std::vector<V> out;
+  for (int i = 0; i < count; ++i) {
+    V p;
+    p.push_back(1);  // "BOS"
+    if (i % 2) p.insert(p.end(), shared.begin(), shared.end());
+    const int extra = static_cast<int>(rng() % 30);
+    for (int j = 0; j < extra; ++j) p.push_back(static_cast<int32_t>(rng() % vocab));
+    out.push_back(p);
+  }
+  out.push_back(V{1});  // BOS only
+  return out;
+}
+
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir = fs::temp_directory_path() /
+          ("la_strat_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~TempDir() { fs::remove_all(dir); }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+}  // namespace
+
+TEST(DraftTrieStrategy, LosslessAcrossRequestsAndConfigs) {
+  const FakeModel m(13, 17);
+  const auto prompts = make_prompts(24, 13, 5);
+  for (const char* mode : {"hierarchical", "parallel"}) {
+    for (int dl : {0, 1, 8, 64}) {
+      for (int bl : {1, 2, 6, 12}) {
+        for (int cap : {0, 40}) {
+          la::StrategyOptions opt;
+          opt.name = "trie";
+          opt.trie_mode = mode;
+          opt.decoding_length = dl;
+          opt.branch_length = bl;
+          opt.trie_capacity = cap;
+          auto s = la::make_trie_strategy(opt);
+          EXPECT_EQ(s->name(), "trie");
+          LoopStats st;
+          for (size_t r = 0; r < prompts.size(); ++r) {
+            const int max_new = 1 + static_cast<int>((r * 7) % 60);
+            const V got = decode(*s, m, prompts[r], max_new, dl, st);
+            ASSERT_EQ(got, m.plain(prompts[r], max_new))
+                << mode << " dl=" << dl << " bl=" << bl << " cap=" << cap << " request " << r;
+          }
+          const auto c = s->counters();
+          ASSERT_TRUE(c.count("trie_nodes"));
+          EXPECT_LE(c.at("trie_nodes"), c.at("trie_capacity"));
+          EXPECT_DOUBLE_EQ(c.at("trie_capacity"), cap > 0 ? cap : 32.0 * dl);
+          if (std::getenv("LA_TEST_VERBOSE")) {
+            std::printf("trie %s dl=%d bl=%d cap=%d: %ld steps for %ld tokens\n", mode, dl, bl, cap, st.steps, st.tokens);
+          }
+          if (dl > 0 && bl > 1) { EXPECT_LT(st.steps, st.tokens) << "drafts never accepted"; }
+          if (dl == 0 || bl == 1) {
+            EXPECT_EQ(st.steps, st.tokens) << "no drafts possible";
+            EXPECT_EQ(st.max_draft, 0);
+          }
+          if (dl >= 8 && bl >= 6 && cap == 0) {
+            // The fake model's output is periodic: a warm trie must accept a lot.
+            EXPECT_LT(static_cast<double>(st.steps), 0.6 * static_cast<double>(st.tokens))
+                << mode << " dl=" << dl << " bl=" << bl << ": " << st.steps << " steps for " << st.tokens;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DraftTrieStrategy, PlansRespectBudgetAndDepth) {
+  const FakeModel m(7, 3);
+  la::StrategyOptions opt;
+  opt.decoding_length = 10;
+  opt.branch_length = 8;
+  auto s = la::make_trie_strategy(opt);
+  LoopStats st;
+  decode(*s, m, V{1, 2, 3}, 200, 10, st);  // warm it up
+  EXPECT_EQ(st.max_draft, 10);
+  V seq = m.plain(V{1, 2, 3}, 50);
+  for (int md : {0, 1, 2, 3, 100}) {
+    la::StepPlan plan;
+    s->plan(seq, md, plan);
+    plan.validate();
+    EXPECT_LE(plan.num_draft(), 10);
+    int maxd = 0;
+    for (int d : plan.depths()) maxd = std::max(maxd, d);
+    EXPECT_LE(maxd, std::min(md, 7));
+    if (md > 0) { EXPECT_GT(plan.num_draft(), 0); }
+    if (md == 0) { EXPECT_EQ(plan.size(), 1); }
+    // The first draft continues the periodic output correctly.
+    if (md > 0) { EXPECT_EQ(plan.tokens[1], m.next_of(seq)); }
+  }
+  opt.trie_mode = "sideways";
+  EXPECT_THROW(la::make_trie_strategy(opt), la::Error);
+}
+
+TEST(DraftTrieStrategy, StateFileMissingCorruptAndRoundTrip) {
+  TempDir td;
+  const FakeModel m(11, 9);
+  const auto prompts = make_prompts(8, 11, 2);
+  la::StrategyOptions opt;
+  opt.decoding_length = 16;
+  opt.branch_length = 6;
+  opt.trie_state = td.path("state.trie");
+  auto a = la::make_trie_strategy(opt);  // missing file: cold start
+  EXPECT_DOUBLE_EQ(a->counters().at("trie_loaded_nodes"), 0);
+  LoopStats st;
+  for (const auto& p : prompts) decode(*a, m, p, 40, 16, st);
+  a->shutdown();
+  ASSERT_TRUE(fs::exists(opt.trie_state));
+  EXPECT_EQ(std::distance(fs::directory_iterator(td.dir), fs::directory_iterator()), 1);
+  auto b = la::make_trie_strategy(opt);
+  EXPECT_GT(b->counters().at("trie_loaded_nodes"), 0);
+  EXPECT_DOUBLE_EQ(b->counters().at("trie_nodes"), a->counters().at("trie_nodes"));
+  for (const auto& p : prompts) {
+    const V seq = m.plain(p, 20);
+    la::StepPlan pa, pb;
+    a->plan(seq, 100, pa);
+    b->plan(seq, 100, pb);
+    EXPECT_EQ(pa.tokens, pb.tokens);
+    EXPECT_EQ(pa.parents, pb.parents);
+  }
+  // The warm reloaded strategy is still lossless.
+  LoopStats st2;
+  for (const auto& p : prompts) EXPECT_EQ(decode(*b, m, p, 30, 16, st2), m.plain(p, 30));
+  EXPECT_LT(st2.steps, st2.tokens);
+  // A corrupt state file is refused with an error naming it.
+  {
+    std::ofstream out(opt.trie_state, std::ios::binary | std::ios::trunc);
+    out << "LATRIE\r\ngarbage";
+  }
+  try {
+    la::make_trie_strategy(opt);
+    ADD_FAILURE() << "corrupt state file accepted";
+  } catch (const la::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(opt.trie_state), std::string::npos) << e.what();
+  }
+}
+
+TEST(DraftPromptLookupStrategy, PlansTheFollowingChain) {
+  la::StrategyOptions opt;
+  opt.pl_min_ngram = 1;
+  opt.pl_max_ngram = 4;
+  opt.pl_num_tokens = 10;
+  auto s = la::make_prompt_lookup_strategy(opt);
+  EXPECT_EQ(s->name(), "prompt-lookup");
+  const V prompt = {1, 2, 3, 4, 1, 2};
+  s->begin_request(prompt);
+  la::StepPlan plan;
+  s->plan(prompt, 100, plan);
+  plan.validate();
+  EXPECT_EQ(plan.tokens, (V{2, 3, 4, 1, 2}));
+  EXPECT_EQ(plan.parents, (V{-1, 0, 1, 2, 3}));
+  s->plan(prompt, 2, plan);
+  EXPECT_EQ(plan.tokens, (V{2, 3, 4}));
+  s->plan(prompt, 0, plan);
+  EXPECT_EQ(plan.tokens, (V{2}));
+  s->plan(V{1, 2, 3, 4, 1, 2, 9}, 100, plan);
+  EXPECT_EQ(plan.tokens, (V{9}));
+  opt.pl_num_tokens = 2;
+  auto t = la::make_prompt_lookup_strategy(opt);
+  t->begin_request(prompt);
+  t->plan(prompt, 100, plan);
+  EXPECT_EQ(plan.tokens, (V{2, 3, 4}));
+  opt.pl_min_ngram = 0;
+  EXPECT_THROW(la::make_prompt_lookup_strategy(opt), la::Error);
+}
+
+TEST(DraftPromptLookupStrategy, LosslessAcrossRequests) {
+  const FakeModel m(13, 21);
+  const auto prompts = make_prompts(20, 13, 8);
+  for (int k : {0, 1, 5, 10}) {
+    for (int maxn : {1, 3, 4}) {
+      la::StrategyOptions opt;
+      opt.pl_min_ngram = 1;
+      opt.pl_max_ngram = maxn;
+      opt.pl_num_tokens = k;
+      auto s = la::make_prompt_lookup_strategy(opt);
+      LoopStats st;
+      for (size_t r = 0; r < prompts.size(); ++r) {
+        const int max_new = 1 + static_cast<int>((r * 11) % 70);
+        ASSERT_EQ(decode(*s, m, prompts[r], max_new, k, st), m.plain(prompts[r], max_new))
+            << "k=" << k << " max_n=" << maxn << " request " << r;
+      }
+      if (std::getenv("LA_TEST_VERBOSE")) {
+        std::printf("prompt-lookup k=%d max_n=%d: %ld steps for %ld tokens\n", k, maxn, st.steps, st.tokens);
+      }
+      if (k == 0) { EXPECT_EQ(st.steps, st.tokens); }
+      if (k >= 5 && maxn >= 3) {
+        EXPECT_LT(static_cast<double>(st.steps), 0.7 * static_cast<double>(st.tokens))
+            << "k=" << k << " max_n=" << maxn << ": " << st.steps << " steps for " << st.tokens;
+      }
+      EXPECT_GE(s->counters().at("pl_steps"), static_cast<double>(st.steps));
+    }
+  }
+}

@@ -1,0 +1,60 @@
+// Shared helpers for model-level tests.
+#pragma once
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lookahead/decode/executor.h"
+#include "lookahead/decode/generator.h"
+#include "lookahead/decode/strategies.h"
+#include "lookahead/model/llama.h"
+#include "lookahead/model/tokenizer.h"
+
+namespace la::test {
+
+inline std::string shared_dir() { return LA_SHARED_DIR; }
+inline std::string stories() { return shared_dir() + "/models/stories260K"; }
+inline std::string llama2xs() { return shared_dir() + "/models/llama2xs"; }
+
+// First n story prompts plus a few repetitive texts.
+inline std::vector<std::string> prompt_texts(int n) {
+  std::ifstream in(shared_dir() + "/datasets/tinystories/prompts.jsonl");
+  std::vector<std::string> out;
+  std::string line;
+  while (static_cast<int>(out.size()) < n && std::getline(in, line))
+    out.push_back(nlohmann::json::parse(line)["prompt"].get<std::string>());
+  out.push_back("the cat sat on the mat. the cat sat on the mat. the cat sat on the mat. the cat");
+  out.push_back("one two three four five one two three four five one two three");
+  out.push_back("Tom said hello. Tom said hello. Tom said hello. Tom said");
+  return out;
+}
+
+// Token ids for a model: encoded with the stories tokenizer, folded into the model's vocabulary.
+inline std::vector<std::vector<int32_t>> prompt_ids(int n, int vocab) {
+  auto tok = Tokenizer::load(stories(), 1);
+  std::vector<std::vector<int32_t>> out;
+  for (auto& t : prompt_texts(n)) {
+    auto ids = tok->encode(t);
+    for (auto& x : ids) x %= vocab;
+    out.push_back(ids);
+  }
+  return out;
+}
+
+inline std::vector<std::vector<int32_t>> run_all(StepModel& m, Strategy& s, const std::vector<std::vector<int32_t>>& ps,
+                                                 const GenParams& gp, RequestStats* total = nullptr) {
+  LocalExecutor ex(m);
+  Generator g(ex, s, m.config());
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    GenParams p = gp;
+    p.sample.stream = i;
+    auto r = g.generate(ps[i], p);
+    if (total) total->add(r.stats);
+    out.push_back(r.ids);
+  }
+  return out;
+}
+
+}  // namespace la::test

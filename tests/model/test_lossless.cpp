@@ -1,0 +1,97 @@
+// Lossless: every strategy, with several parameter settings (edge values included), emits exactly the tokens of
+// plain greedy decoding (fp32, CPU), on the shared models and random models of other shapes, over a sequence of
+// prompts in one process (warm pools and tries).
+#include <gtest/gtest.h>
+
+#include "common.h"
+
+using namespace la;
+using namespace la::test;
+
+namespace {
+
+struct Case {
+  std::string label;
+  StrategyOptions opt;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  auto add = [&](std::string label, auto f) {
+    StrategyOptions o;
+    f(o);
+    c.push_back({std::move(label), o});
+  };
+  add("jacobi_16", [](auto& o) { o.name = "jacobi"; });
+  add("jacobi_1", [](auto& o) { o.name = "jacobi"; o.jacobi_block = 1; });
+  add("jacobi_0", [](auto& o) { o.name = "jacobi"; o.jacobi_block = 0; });
+  add("lade_default", [](auto& o) { o.name = "lade"; });
+  add("lade_N2_W1_G1", [](auto& o) { o.name = "lade"; o.ngram = 2; o.window = 1; o.guesses = 1; });
+  add("lade_W1_G0", [](auto& o) { o.name = "lade"; o.window = 1; o.guesses = 0; });
+  add("lade_N3_W5_G1", [](auto& o) { o.name = "lade"; o.ngram = 3; o.window = 5; o.guesses = 1; });
+  add("lade_N4_W7_G7_prompt", [](auto& o) { o.name = "lade"; o.ngram = 4; o.window = 7; o.guesses = 7; o.pool_from_prompt = true; o.seed = 9; });
+  add("trie_default", [](auto& o) { o.name = "trie"; });
+  add("trie_parallel", [](auto& o) { o.name = "trie"; o.trie_mode = "parallel"; o.decoding_length = 24; });
+  add("trie_len1", [](auto& o) { o.name = "trie"; o.decoding_length = 1; });
+  add("trie_branch1", [](auto& o) { o.name = "trie"; o.branch_length = 1; });
+  add("trie_len0", [](auto& o) { o.name = "trie"; o.decoding_length = 0; });
+  add("trie_small_capacity", [](auto& o) { o.name = "trie"; o.decoding_length = 16; o.trie_capacity = 40; });
+  add("prompt_lookup", [](auto& o) { o.name = "prompt-lookup"; });
+  add("prompt_lookup_1_1_1", [](auto& o) { o.name = "prompt-lookup"; o.pl_min_ngram = 1; o.pl_max_ngram = 1; o.pl_num_tokens = 1; });
+  add("prompt_lookup_2_5_20", [](auto& o) { o.name = "prompt-lookup"; o.pl_min_ngram = 2; o.pl_max_ngram = 5; o.pl_num_tokens = 20; });
+  return c;
+}
+
+struct ModelCase {
+  std::string label, path;
+  int prompts;
+};
+
+class Lossless : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(Lossless, EveryStrategyEqualsPlainGreedy) {
+  const auto mc = GetParam();
+  auto m = load_llama({mc.path, "fp32", "cpu", 0, 0});
+  auto ps = prompt_ids(mc.prompts, m->config().vocab);
+  GenParams gp;
+  gp.max_new_tokens = 72;
+  auto ar = make_ar_strategy();
+  auto want = run_all(*m, *ar, ps, gp);
+  for (const auto& c : cases()) {
+    auto s = make_strategy(c.opt);
+    RequestStats st;
+    auto got = run_all(*m, *s, ps, gp, &st);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << mc.label << " / " << c.label << " prompt " << i;
+    }
+    // The strategies must actually do something: a positive number of steps, and never more steps than tokens.
+    EXPECT_LE(st.steps, st.new_tokens) << c.label;
+    std::printf("  %-14s %-24s S=%.2f steps=%d tokens=%d\n", mc.label.c_str(), c.label.c_str(), st.compression(),
+                st.steps, st.new_tokens);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Lossless,
+                         ::testing::Values(ModelCase{"stories260K", stories(), 30}, ModelCase{"llama2xs", llama2xs(), 30},
+                                           ModelCase{"mha", "random:tiny-mha:11", 10},
+                                           ModelCase{"gqa_bias", "random:tiny-gqa-bias:12", 10}),
+                         [](const auto& info) { return info.param.label; });
+
+// The context limit: strategies that plan deep trees near max positions stay exact and stop at the limit.
+TEST(LosslessContext, NearContextLimit) {
+  auto m = load_llama({llama2xs(), "fp32", "cpu", 0, 0});  // 256 positions
+  auto ps = prompt_ids(3, m->config().vocab);
+  GenParams gp;
+  gp.max_new_tokens = 0;  // until eos or the context limit
+  auto ar = make_ar_strategy();
+  auto want = run_all(*m, *ar, ps, gp);
+  for (auto name : {"lade", "trie", "jacobi", "prompt-lookup"}) {
+    StrategyOptions o;
+    o.name = name;
+    auto s = make_strategy(o);
+    EXPECT_EQ(run_all(*m, *s, ps, gp), want) << name;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Bad input through the real binary: one clear error line, a non-zero exit, no crash.
+# labels: cli
+# timeout: 300
+set -u
+BUILD=$1; SRC=$2; SHARED=$3
+BIN=$BUILD/lookahead
+M=$SHARED/models/stories260K
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fails=0; n=0
+expect_error() {  # expect_error "needle" args...
+  local needle=$1; shift
+  n=$((n+1))
+  "$BIN" "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  local lines; lines=$(grep -c . "$T/err")
+  if [ $rc -eq 0 ] || [ $rc -ge 128 ] || ! grep -q -- "$needle" "$T/err" || [ "$lines" != 1 ] \
+     || grep -q -E "terminate|Segmentation|Aborted|core dumped" "$T/err"; then
+    echo "FAIL: lookahead $* -> rc=$rc, stderr:"; sed 's/^/    /' "$T/err"; echo "    (wanted one line containing: $needle)"
+    fails=$((fails+1))
+  else
+    echo "ok: $(head -c 150 "$T/err")"
+  fi
+}
+cp -r "$M" "$T/m"
+python3 - "$T" <<'PY'
+import json, os, shutil, struct, sys
+t = sys.argv[1]
+def clone(name):
+    d = os.path.join(t, name); shutil.copytree(os.path.join(t, "m"), d); return d
+d = clone("hdrlen"); open(d + "/model.safetensors", "wb").write(struct.pack("<Q", 1 << 40) + b"{}")
+d = clone("badjson"); h = b'{"a": [1,'; open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h)
+d = clone("shape"); c = json.load(open(d + "/config.json")); c["hidden_size"] = 32; c["head_dim"] = 4; json.dump(c, open(d + "/config.json", "w"))
+d = clone("dtype"); h = json.dumps({"model.embed_tokens.weight": {"dtype": "I8", "shape": [512, 64], "data_offsets": [0, 32768]}}).encode()
+open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + bytes(32768))
+d = clone("arch"); c = json.load(open(d + "/config.json")); c["architectures"] = ["BertModel"]; json.dump(c, open(d + "/config.json", "w"))
+d = clone("notok"); os.remove(d + "/tokenizer.model")
+d = clone("noweights"); os.remove(d + "/model.safetensors")
+open(os.path.join(t, "bad.jsonl"), "w").write('{"id": 1, "prompt": "hi"}\n{"id": 2, "prompt": \n')
+open(os.path.join(t, "long.jsonl"), "w").write(json.dumps({"id": "long", "prompt": "word " * 600}) + "\n")
+PY
+G=(generate --quiet --max-new-tokens 8)
+expect_error "does not exist" "${G[@]}" --model "$T/nope" --prompt hi
+expect_error "past the end of the file" "${G[@]}" --model "$T/hdrlen" --prompt hi
+expect_error "broken safetensors header JSON" "${G[@]}" --model "$T/badjson" --prompt hi
+expect_error "but config.json implies" "${G[@]}" --model "$T/shape" --prompt hi
+expect_error "unsupported dtype I8" "${G[@]}" --model "$T/dtype" --prompt hi
+expect_error "unsupported architecture 'BertModel'" "${G[@]}" --model "$T/arch" --prompt hi
+expect_error "no tokenizer.model" "${G[@]}" --model "$T/notok" --prompt hi
+expect_error "neither model.safetensors" "${G[@]}" --model "$T/noweights" --prompt hi
+expect_error "empty prompt" "${G[@]}" --model "$T/m" --prompt ""
+expect_error "exceeds the model's context" generate --quiet --model "$T/m" --prompt hi --max-new-tokens 600
+expect_error "prompt \"long\"" generate --quiet --model "$T/m" --input "$T/long.jsonl" --output "$T/o.jsonl"
+expect_error "bad.jsonl:2: invalid JSON" "${G[@]}" --model "$T/m" --input "$T/bad.jsonl" --output "$T/o.jsonl"
+expect_error "--input file" "${G[@]}" --model "$T/m" --input "$T/missing.jsonl" --output "$T/o.jsonl"
+expect_error "--input needs --output" "${G[@]}" --model "$T/m" --input "$T/bad.jsonl"
+expect_error "only one of --prompt and --input" "${G[@]}" --model "$T/m" --prompt hi --input "$T/bad.jsonl" --output "$T/o"
+expect_error "--model is required" "${G[@]}" --prompt hi
+expect_error "--temperature must be >= 0" "${G[@]}" --model "$T/m" --prompt hi --temperature -1
+expect_error "--top-p must be in (0, 1]" "${G[@]}" --model "$T/m" --prompt hi --top-p 0
+expect_error "--top-k must be >= 0" "${G[@]}" --model "$T/m" --prompt hi --top-k -3
+expect_error "--max-new-tokens must be >= 0" generate --quiet --model "$T/m" --prompt hi --max-new-tokens -5
+expect_error "invalid --dtype 'fp8'" "${G[@]}" --model "$T/m" --prompt hi --dtype fp8
+expect_error "invalid --device 'tpu'" "${G[@]}" --model "$T/m" --prompt hi --device tpu
+expect_error "invalid --strategy 'beam'" "${G[@]}" --model "$T/m" --prompt hi --strategy beam
+expect_error "--window must be in" "${G[@]}" --model "$T/m" --prompt hi --strategy lade --window 0
+expect_error "--ngram must be in" "${G[@]}" --model "$T/m" --prompt hi --strategy lade --ngram 1
+expect_error "unrecognised option '--bogus'" "${G[@]}" --model "$T/m" --prompt hi --bogus 3
+expect_error "the argument ('abc') for option '--max-new-tokens' is invalid" generate --model "$T/m" --prompt hi --max-new-tokens abc
+expect_error "unknown random model preset" "${G[@]}" --model random:nope --prompt hi
+expect_error "cannot write --output" "${G[@]}" --model "$T/m" --input "$T/long.jsonl" --output /nonexistent/dir/o.jsonl
+echo "$((n-fails)) passed, $fails failed"
+[ $fails -eq 0 ]
