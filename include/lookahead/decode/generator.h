@@ -45,11 +45,14 @@ class Generator {
   // Throws la::Error if the prompt does not fit the model's context with the requested new tokens.
   GenResult generate(const std::vector<int32_t>& prompt, const GenParams& gp,
                      const std::function<void(const std::vector<int32_t>&)>& on_tokens = {});
+  // Replaces the verifier (tests use a deliberately wrong one to show the sampling test can fail).
+  void set_verifier(std::function<Verdict(const StepPlan&, const std::vector<int32_t>&)> v) { verifier_ = std::move(v); }
 
  private:
   StepExecutor& exec_;
   Strategy& strategy_;
   const ModelConfig& cfg_;
+  std::function<Verdict(const StepPlan&, const std::vector<int32_t>&)> verifier_;
 };
 
 // Checks that a prompt and a new-token budget fit the context; throws a clear la::Error otherwise.
