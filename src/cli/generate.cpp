@@ -16,6 +16,7 @@
 #include "lookahead/model/tokenizer.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/dist/dist_executor.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;
@@ -83,6 +84,8 @@ int cmd_generate(int argc, char** argv) {
   GenParams gp;
   std::string prompt, input, output, stats_path, config_file, tokenizer_dir, draft_device;
   bool quiet = false, allow_empty = false;
+  std::string comm_kind = "auto";
+  double rank_timeout = 60;
   int64_t seed = 0;
   po::options_description d("lookahead generate: decode prompts with a Llama-family model\n\nOptions");
   d.add_options()
@@ -104,6 +107,10 @@ int cmd_generate(int argc, char** argv) {
       ("device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")
       ("threads", po::value(&lo.threads)->default_value(0), "CPU threads (0: libtorch default)")
       ("stats-json", po::value(&stats_path), "write per-prompt and aggregate statistics to this JSON file")
+      ("comm", po::value(&comm_kind)->default_value("auto"),
+       "multi-rank runs (mpirun/srun): auto | mpi | nccl (auto: NCCL when every rank has its own GPU)")
+      ("rank-timeout", po::value(&rank_timeout)->default_value(60),
+       "multi-rank runs: seconds rank 0 waits for a silent rank before failing the job (0: forever)")
       ("quiet,q", po::bool_switch(&quiet), "do not stream text or print the summary")
       ("allow-empty-prompt", po::bool_switch(&allow_empty), "accept empty prompts (generation starts from BOS)");
   add_strategy_options(d, so);
@@ -173,8 +180,13 @@ int cmd_generate(int argc, char** argv) {
     }
     LA_CHECK(!prompts.empty(), "--input file '", input, "' holds no prompts");
   }
+  LA_CHECK(rank_timeout >= 0, "--rank-timeout must be >= 0");
+  auto comm = make_comm(comm_kind, lo.device);
+  const bool root = comm->rank() == 0;
+  if (!root) quiet = true;
+  if (comm->size() > 1 && lo.device == "cuda") lo.device_index = rank_cuda_device(comm->local_rank());
   std::ofstream out;
-  if (!output.empty()) {
+  if (!output.empty() && root) {
     out.open(output, std::ios::trunc);
     LA_CHECK(out.good(), "cannot write --output '", output, "'");
   }
@@ -218,13 +230,28 @@ int cmd_generate(int argc, char** argv) {
              "): they must share a tokenizer");
     draft = load_llama(dl);
   }
+  // Every rank must hold the same weights and run with the same parameters.
+  {
+    std::ostringstream params;
+    params << lo.dtype << "|" << gp.max_new_tokens << "|" << gp.sample.temperature << "|" << gp.sample.top_k << "|"
+           << gp.sample.top_p << "|" << gp.sample.seed << "|" << so.name << "|" << prompts.size();
+    check_agreement(*comm, model->checksum(), params.str());
+  }
+  DistOptions dopt;
+  dopt.rank_timeout_s = rank_timeout;
+  if (!root) {
+    LocalExecutor wexec(*model);
+    run_worker(*comm, wexec, dopt);
+    return 0;
+  }
   auto strategy = make_strategy(so, draft.get());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet)
     std::cerr << "[lookahead] model " << model->describe() << " loaded in " << std::fixed << std::setprecision(2)
               << load_s << " s; strategy " << strategy->name() << "\n";
 
-  LocalExecutor exec(*model);
+  LocalExecutor lexec(*model);
+  DistExecutor exec(*comm, lexec, dopt);
   Generator gen(exec, *strategy, model->config());
   RequestStats total;
   json per = json::array();
@@ -269,10 +296,20 @@ int cmd_generate(int argc, char** argv) {
     per.push_back(rec["stats"]);
     per.back()["id"] = p.id;
   }
+  exec.shutdown();
   strategy->shutdown();
   if (!stats_path.empty()) {
     json s = {{"strategy", strategy->name()}, {"model", lo.model}, {"aggregate", stats_json(total)},
               {"per_prompt", per}, {"counters", strategy->counters()}};
+    const auto dc = exec.counters();
+    s["ranks"] = dc.ranks;
+    if (dc.ranks > 1)
+      s["dist"] = {{"backend", dc.backend}, {"steps", dc.steps},
+                   {"duplication", dc.plan_nodes ? double(dc.part_nodes) / dc.plan_nodes : 0.0},
+                   {"disagreements", dc.disagreements}, {"run_s", dc.run_seconds},
+                   {"max_forward_s", dc.max_forward_seconds}, {"forward_rank0_s", dc.forward_seconds_rank0},
+                   {"broadcast_s", dc.broadcast_seconds}, {"gather_wait_s", dc.gather_wait_seconds},
+                   {"bytes_sent", dc.bytes_sent}, {"bytes_received", dc.bytes_received}};
     write_file_atomic(stats_path, s.dump(2));
   }
   if (!quiet) {

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "lookahead/util/error.h"
+#include "lookahead/dist/dist_executor.h"
 
 namespace po = boost::program_options;
 
@@ -35,8 +36,9 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  // generate may run as one rank of an MPI job: the guard names the rank in errors and aborts the whole job.
+  if (cmd == "generate") return la::dist_main_guard([&] { return cmd_generate(argc - 1, argv + 1); });
   try {
-    if (cmd == "generate") return cmd_generate(argc - 1, argv + 1);
     if (cmd == "bench-forward") return cmd_bench_forward(argc - 1, argv + 1);
     if (cmd == "save-model") return cmd_save_model(argc - 1, argv + 1);
     if (cmd == "score") return cmd_score(argc - 1, argv + 1);

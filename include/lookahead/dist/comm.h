@@ -1,0 +1,94 @@
+// Communicators between model replicas (one MPI rank each). No libtorch here, and no MPI/NCCL types in this
+// header: the MPI backend lives in comm_mpi.cpp, the NCCL one (broadcast of accepted tokens on the GPUs) in
+// comm_nccl.cpp, compiled only in CUDA builds (LOOKAHEAD_WITH_NCCL).
+//
+// Every blocking call polls (MPI_Test / cudaStreamQuery) instead of blocking inside MPI or NCCL, so that a
+// timeout can name the rank that did not answer, and so that idle ranks do not burn the cores the computing ranks
+// need: they spin for a short while (LA_COMM_SPIN_US, default 2000 us), then sleep in growing steps (up to
+// 0.25 ms; the NCCL wait up to 1 ms). timeout_s <= 0 means wait forever (a dead rank is then detected by
+// mpirun / srun, see dist_executor.h).
+// Failures throw la::Error naming the ranks involved.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace la {
+
+struct CommStats {
+  uint64_t bytes_sent = 0;      // payload bytes this rank sent (point-to-point + broadcasts it rooted)
+  uint64_t bytes_received = 0;  // payload bytes this rank received
+  uint64_t messages = 0;        // point-to-point messages sent
+  uint64_t broadcasts = 0;        // bcast and scatter calls
+  double broadcast_seconds = 0;  // wall time inside them (on workers this includes waiting for rank 0)
+  uint64_t gathers = 0;
+  double gather_seconds = 0;     // wall time inside gather
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual std::string backend() const = 0;  // "mpi" or "nccl"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;  // rank among the ranks on this node
+  virtual int local_size() const = 0;
+  virtual std::string host() const = 0;
+
+  // Point-to-point int32 vectors (any length; the receiver learns it from the message).
+  virtual void send(int dest, int tag, const std::vector<int32_t>& v) = 0;
+  virtual std::vector<int32_t> recv(int src, int tag, double timeout_s = 0) = 0;
+  // Broadcast from rank 0: `v` is read on rank 0 and replaced elsewhere (any length, not known in advance).
+  virtual void bcast(std::vector<int32_t>& v, double timeout_s = 0) = 0;
+  virtual void bcast_bytes(std::string& s, double timeout_s = 0) = 0;
+  // Rank 0 sends msgs[r] to every rank r > 0 (msgs[0] is not sent; msgs.size() == size()); every other rank
+  // returns the message meant for it. Point-to-point over MPI on every backend (small per-rank messages).
+  virtual std::vector<int32_t> scatter(const std::vector<std::vector<int32_t>>& msgs, double timeout_s = 0) = 0;
+  // Every rank's vector at rank 0 (index = rank); an empty list on the other ranks.
+  virtual std::vector<std::vector<int32_t>> gather(const std::vector<int32_t>& v, double timeout_s = 0) = 0;
+  // Every rank's value on every rank.
+  virtual std::vector<uint64_t> allgather(uint64_t x) = 0;
+  virtual void barrier() = 0;
+
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = CommStats{}; }
+
+ protected:
+  CommStats stats_;
+};
+
+// Creates the communicator over all ranks of the job (initialising MPI if needed). `kind`: "auto" | "mpi" |
+// "nccl"; `device`: the model device ("cpu" or "cuda"). auto picks nccl when this is a CUDA/NCCL build, the
+// device is cuda, there is more than one rank and every rank has a GPU of its own (distinct GPU UUIDs per node),
+// else mpi. "nccl" without that throws la::Error saying why. Collective: every rank must call it.
+std::unique_ptr<Comm> make_comm(const std::string& kind, const std::string& device);
+
+// CUDA devices this process sees (0 in builds without NCCL/CUDA or without a driver).
+int comm_cuda_device_count();
+// The CUDA device index a rank uses: local_rank % comm_cuda_device_count() (0 when there are none). launch/mpirun.sh
+// and the sbatch scripts narrow CUDA_VISIBLE_DEVICES to one GPU per rank, so this is then 0. The model must be
+// placed on this device too.
+int rank_cuda_device(int local_rank);
+
+// The job's rank and size as the launcher announced them (Open MPI, PMIx, PMI, Slurm variables), before or
+// without MPI: -1 / 0 when not launched by one.
+int launcher_rank();
+int launcher_size();
+// Process-level MPI helpers. mpi_active: initialised and not finalised. mpi_init / mpi_finalize are idempotent.
+// mpi_world_rank / size: -1 / 0 when MPI is not active. mpi_abort: MPI_Abort(MPI_COMM_WORLD, code), or _exit
+// when MPI is not active.
+bool mpi_active();
+void mpi_init();
+void mpi_finalize();
+int mpi_world_rank();
+int mpi_world_size();
+[[noreturn]] void mpi_abort(int code);
+
+// Internal (comm_nccl.cpp): the NCCL communicator, built over an MPI one. Throws when unavailable.
+std::unique_ptr<Comm> make_nccl_comm(std::unique_ptr<Comm> mpi, int device);
+// Internal: a hash of this rank's GPU identity (host + UUID of `device`), 0 when there is no GPU.
+uint64_t gpu_identity(int device);
+
+}  // namespace la

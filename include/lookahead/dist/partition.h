@@ -1,0 +1,63 @@
+// Splitting one step plan across K model replicas (lookahead parallelism). No libtorch, no MPI.
+//
+// Every part is itself a valid StepPlan whose node 0 is the plan's root and which holds whole root-to-node paths:
+// a node's ancestors are copied into every part that holds the node (a node attends to its ancestors, so a replica
+// can only compute a node if it also computes the node's whole path). `global[i]` is the plan index of part node i.
+// Every plan node is in at least one part, so merging the parts' results gives a result for every plan node, and
+// verify_plan on the merged results is exactly verify_plan on the whole plan.
+//
+// Splitting rule (works for any tree; see partition.cpp for the details):
+//  1. Units. Start with one unit per child of the root (a unit = a subtree plus the path from the root to it).
+//     A unit's cost is its subtree size plus the ancestors it drags in (its depth - 1). While the heaviest
+//     splittable unit costs more than a threshold, replace it by its children's units (the shared prefix is then
+//     duplicated into every part that takes one of those children). A subtree that is a plain chain cannot be
+//     split (a part with its deepest node needs all of it); a single-child chain at the top of a unit is skipped
+//     over to the first branching node. LADE's plan (a level-0 chain with a vertical column hanging off each
+//     level-0 node, plus separate verification chains) thus becomes: the verification chains as units, then
+//     window columns each with the level-0 prefix it depends on, and the remaining tail of the window.
+//  2. Assignment (greedy, heaviest unit first): a unit goes to the part whose load after taking it is smallest,
+//     counting only the ancestors that part does not hold yet (so siblings tend to share their prefix).
+//     Parts start at `base_load` (e.g. a replica's pending chain, which it must re-feed in the same forward).
+//  3. Steps 1-2 run for a few thresholds (the average part size and fractions of it); the partition with the
+//     smallest maximum load (then the smallest total) wins. Fully deterministic.
+// With k == 1 (or a plan of only the root), every part is the plan itself (global = identity).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "lookahead/decode/step_plan.h"
+
+namespace la {
+
+struct PlanPart {
+  StepPlan plan;                // node 0 = the root; ancestor-closed; parent order preserved
+  std::vector<int32_t> global;  // global[i] = index in the whole plan of part node i (global[0] == 0)
+};
+
+// Splits `plan` into exactly k parts (k >= 1). Parts may hold only the root when the plan has too few nodes.
+std::vector<PlanPart> partition_plan(const StepPlan& plan, int k);
+// Same, with an initial load per part (base_load.size() == k): tokens that part's replica must compute anyway.
+std::vector<PlanPart> partition_plan(const StepPlan& plan, int k, const std::vector<int>& base_load);
+
+// Maps a global accepted path (plan indices, root first) to the part's local indices: the longest prefix whose
+// nodes the part holds (parts are ancestor-closed, so this is exactly the accepted nodes the part computed).
+std::vector<int32_t> local_path(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path);
+inline std::vector<int32_t> local_path(const PlanPart& part, const std::vector<int32_t>& global_path) {
+  return local_path(part.global, global_path);
+}
+
+// Merges per-part results (results[p][i] is the result of part p's node i) into one result per plan node. A node
+// held by several parts takes the first part's result; `disagreements`, if given, counts nodes where the copies
+// differ (they should not: same node, same ancestors, same position). Throws la::Error if a node is not covered.
+std::vector<int32_t> merge_part_results(int plan_size, const std::vector<PlanPart>& parts,
+                                        const std::vector<std::vector<int32_t>>& results,
+                                        int* disagreements = nullptr);
+
+// Checks the invariants above (valid parts, root first, ancestor-closed with matching tokens/flags, parents
+// mapped consistently, full coverage). Throws la::Error describing the first violation.
+void check_partition(const StepPlan& plan, const std::vector<PlanPart>& parts);
+
+// Number of plan nodes of the largest part (root included).
+int max_part_size(const std::vector<PlanPart>& parts);
+
+}  // namespace la

@@ -1,0 +1,223 @@
+// Step attention: argument checks, split choice, ancestor bits and the split combine kernel.
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "step_attention.cuh"
+
+namespace la::kern {
+
+size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+  }
+  return "?";
+}
+
+namespace detail {
+
+cudaError_t ensure_smem_limit(const void* kernel, int bytes) {
+  static std::mutex mu;
+  static std::set<std::pair<const void*, int>> done;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lk(mu);
+  if (done.count({kernel, dev})) return cudaSuccess;
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) done.insert({kernel, dev});
+  return e;
+}
+
+namespace {
+
+int sm_count() {
+  static std::mutex mu;
+  static int cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  std::lock_guard<std::mutex> lk(mu);
+  if (cached[dev] == 0) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+    cached[dev] = n;
+  }
+  return cached[dev];
+}
+
+__global__ void ancestor_bits_kernel(const int32_t* __restrict__ parents, int T, int words, uint32_t* __restrict__ bits) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T) return;
+  uint32_t* row = bits + int64_t(i) * words;
+  for (int w = 0; w < words; ++w) row[w] = 0u;
+  int j = i;
+  while (true) {
+    row[j >> 5] |= 1u << (j & 31);
+    const int pj = parents[j];
+    if (pj < 0 || pj >= j) break;  // root, or an invalid parent (ends the walk)
+    j = pj;
+  }
+}
+
+// One warp per (token, query head) row: merges the splits' normalised partials by their log-sum-exps.
+template <class E>
+__global__ void combine_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, int splits,
+                               int T, int Hq, int D, E* __restrict__ out, int64_t o_st, int64_t o_sh) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row = blockIdx.x * (blockDim.x >> 5) + warp;
+  const int nrows = T * Hq;
+  if (row >= nrows) return;
+  float mx = -INFINITY;
+  for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, part_lse[int64_t(s) * nrows + row]);
+  mx = warp_max(mx);
+  constexpr int kMaxPer = 4;  // D <= 128
+  float acc[kMaxPer] = {0.f, 0.f, 0.f, 0.f};
+  float wsum = 0.f;
+  if (mx != -INFINITY) {
+    for (int s = 0; s < splits; ++s) {
+      const float lse = part_lse[int64_t(s) * nrows + row];
+      if (lse == -INFINITY) continue;
+      const float w = exp2f(lse - mx);
+      wsum += w;
+      const float* po = part_o + (int64_t(s) * nrows + row) * D;
+#pragma unroll
+      for (int i = 0; i < kMaxPer; ++i) {
+        const int d = lane + 32 * i;
+        if (d < D) acc[i] = fmaf(w, po[d], acc[i]);
+      }
+    }
+  }
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  const int t = row / Hq, h = row - t * Hq;
+  E* o = out + int64_t(t) * o_st + int64_t(h) * o_sh;
+#pragma unroll
+  for (int i = 0; i < kMaxPer; ++i) {
+    const int d = lane + 32 * i;
+    if (d < D) o[d] = from_f<E>(acc[i] * inv);
+  }
+}
+
+size_t al256(size_t x) { return (x + 255) / 256 * 256; }
+
+bool row_ok(const void* p, int64_t st_t, int64_t st_h, size_t esize) {
+  return p != nullptr && aligned16(p) && (st_t * int64_t(esize)) % 16 == 0 && (st_h * int64_t(esize)) % 16 == 0;
+}
+
+}  // namespace
+}  // namespace detail
+
+cudaError_t launch_ancestor_bits(const int32_t* parents, int T, uint32_t* bits, cudaStream_t stream) {
+  if (T < 0 || (T > 0 && (!parents || !bits))) return cudaErrorInvalidValue;
+  if (T == 0) return cudaSuccess;
+  const int threads = 128;
+  detail::ancestor_bits_kernel<<<(T + threads - 1) / threads, threads, 0, stream>>>(parents, T, ancestor_words(T), bits);
+  return cudaGetLastError();
+}
+
+size_t step_attention_workspace_bytes(int T, int Hq, int D, int splits) {
+  if (T <= 0 || Hq <= 0 || D <= 0 || splits <= 1) return 0;
+  const size_t rows = size_t(T) * Hq * splits;
+  return detail::al256(rows * D * sizeof(float)) + detail::al256(rows * sizeof(float));
+}
+
+int step_attention_splits(const StepAttentionArgs& a) {
+  if (a.T <= 0 || a.Hq <= 0 || a.Hkv <= 0 || a.D <= 0 || a.Hq % a.Hkv) return 1;
+  const int G = a.Hq / a.Hkv;
+  const int rows = a.T * G;
+  const int BM = rows <= 16 ? 16 : 64;
+  const int BN = a.dtype == DType::F32 ? 32 : 64;
+  const int max_len = a.cache_len_dev ? std::max(a.max_cache_len, 0) : a.cache_len;
+  const int ntiles = (max_len + a.T + BN - 1) / BN;
+  int s;
+  if (a.num_splits > 0) {
+    s = std::min(a.num_splits, ntiles);
+  } else {
+    const int base = ((rows + BM - 1) / BM) * a.Hkv;
+    const int per_sm = BM == 16 ? 4 : 2;  // resident CTAs per SM (shared memory bound)
+    const int target = detail::sm_count() * per_sm;
+    s = std::min((target + base - 1) / base, ntiles / 2);  // auto: at least 2 tiles per split
+  }
+  s = std::clamp(s, 1, 64);
+  while (s > 1 && step_attention_workspace_bytes(a.T, a.Hq, a.D, s) > a.workspace_bytes) --s;
+  if (s > 1) {  // even out: no split without work at the maximum length
+    const int tps = (ntiles + s - 1) / s;
+    s = (ntiles + tps - 1) / tps;
+  }
+  return s;
+}
+
+cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t stream) {
+  using namespace detail;
+  if (a.T <= 0 || a.Hq <= 0 || a.Hkv <= 0 || a.Hq % a.Hkv || a.D <= 0 || a.D > 128) return cudaErrorInvalidValue;
+  const size_t es = dtype_size(a.dtype);
+  if ((a.D * es) % 16) return cudaErrorInvalidValue;
+  if (a.cache_len < 0 || (a.cache_len_dev && a.max_cache_len < 0)) return cudaErrorInvalidValue;
+  const bool need_cache = a.cache_len_dev ? a.max_cache_len > 0 : a.cache_len > 0;
+  if (!row_ok(a.q, a.q_stride_t, a.q_stride_h, es) || !row_ok(a.k_new, a.kn_stride_t, a.kn_stride_h, es) ||
+      !row_ok(a.v_new, a.vn_stride_t, a.vn_stride_h, es) || !a.out || !a.anc_bits)
+    return cudaErrorInvalidValue;
+  if (need_cache && (!row_ok(a.k_cache, a.kc_stride_t, a.kc_stride_h, es) ||
+                     !row_ok(a.v_cache, a.vc_stride_t, a.vc_stride_h, es)))
+    return cudaErrorInvalidValue;
+
+  AttnParams p{};
+  p.q = a.q;
+  p.q_st = a.q_stride_t;
+  p.q_sh = a.q_stride_h;
+  p.kc = a.k_cache;
+  p.kc_st = a.kc_stride_t;
+  p.kc_sh = a.kc_stride_h;
+  p.vc = a.v_cache;
+  p.vc_st = a.vc_stride_t;
+  p.vc_sh = a.vc_stride_h;
+  p.kn = a.k_new;
+  p.kn_st = a.kn_stride_t;
+  p.kn_sh = a.kn_stride_h;
+  p.vn = a.v_new;
+  p.vn_st = a.vn_stride_t;
+  p.vn_sh = a.vn_stride_h;
+  p.anc = a.anc_bits;
+  p.anc_words = ancestor_words(a.T);
+  p.out = a.out;
+  p.o_st = a.o_stride_t;
+  p.o_sh = a.o_stride_h;
+  p.T = a.T;
+  p.Hq = a.Hq;
+  p.Hkv = a.Hkv;
+  p.G = a.Hq / a.Hkv;
+  p.D = a.D;
+  p.cache_len = a.cache_len;
+  p.cache_len_dev = a.cache_len_dev;
+  p.max_cache_len = a.max_cache_len;
+  p.splits = step_attention_splits(a);
+  p.scale_log2 = a.scale * 1.4426950408889634f;
+  if (p.splits > 1) {
+    if (!a.workspace) return cudaErrorInvalidValue;
+    const size_t rows = size_t(a.T) * a.Hq * p.splits;
+    p.part_o = static_cast<float*>(a.workspace);
+    p.part_lse = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + al256(rows * a.D * sizeof(float)));
+  }
+
+  cudaError_t e = cudaErrorInvalidValue;
+  switch (a.dtype) {
+    case DType::F32: e = launch_attention_f32(p, stream); break;
+    case DType::F16: e = launch_attention_f16(p, stream); break;
+    case DType::BF16: e = launch_attention_bf16(p, stream); break;
+  }
+  if (e != cudaSuccess || p.splits == 1) return e;
+
+  const int nrows = a.T * a.Hq, warps = 4;
+  const dim3 grid((nrows + warps - 1) / warps);
+  return dispatch_dtype(a.dtype, [&](auto tag) {
+    using E = decltype(tag);
+    combine_kernel<E><<<grid, 32 * warps, 0, stream>>>(p.part_o, p.part_lse, p.splits, a.T, a.Hq, a.D,
+                                                        static_cast<E*>(a.out), a.o_stride_t, a.o_stride_h);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace la::kern

@@ -1,0 +1,317 @@
+// Step (tree) attention kernel template; instantiated per element type in step_attention_{f32,f16,bf16}.cu so
+// that the three compile in parallel. See lookahead_kernels.h for the design.
+#pragma once
+#include <mma.h>
+
+#include <type_traits>
+
+#include "common.cuh"
+
+namespace la::kern::detail {
+
+struct AttnParams {
+  const void* q;
+  int64_t q_st, q_sh;
+  const void* kc;
+  int64_t kc_st, kc_sh;
+  const void* vc;
+  int64_t vc_st, vc_sh;
+  const void* kn;
+  int64_t kn_st, kn_sh;
+  const void* vn;
+  int64_t vn_st, vn_sh;
+  const uint32_t* anc;
+  int anc_words;
+  void* out;
+  int64_t o_st, o_sh;
+  float* part_o;    // [splits][T*Hq][D]
+  float* part_lse;  // [splits][T*Hq], log2 domain
+  int T, Hq, Hkv, G, D;
+  int cache_len;
+  const int32_t* cache_len_dev;
+  int max_cache_len;
+  int splits;
+  float scale_log2;  // softmax scale * log2(e)
+};
+
+template <class E, int DP, int BM>
+struct AttnCfg {
+  static constexpr bool kMma = !std::is_same_v<E, float>;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int BN = kMma ? 64 : 32;       // keys per tile
+  static constexpr int kVec = 16 / sizeof(E);     // elements per 16-byte chunk
+  static constexpr int LDE = DP + kVec;           // Q/K/V row pitch (elements): +16 bytes against bank conflicts
+  static constexpr int LDS = BN + 4;              // scores (fp32)
+  static constexpr int LDP = BN + kVec;           // probabilities (E)
+  static constexpr int LDO = DP + 4;              // output accumulator (fp32)
+  static constexpr size_t al(size_t x) { return (x + 127) / 128 * 128; }
+  static constexpr size_t offQ = 0;
+  static constexpr size_t offK = al(offQ + size_t(BM) * LDE * sizeof(E));
+  static constexpr size_t offV = al(offK + size_t(BN) * LDE * sizeof(E));
+  static constexpr size_t offS = al(offV + size_t(BN) * LDE * sizeof(E));
+  static constexpr size_t offP = al(offS + size_t(BM) * LDS * sizeof(float));
+  static constexpr size_t offO = al(offP + size_t(BM) * LDP * sizeof(E));
+  static constexpr size_t offM = al(offO + size_t(BM) * LDO * sizeof(float));
+  static constexpr size_t offL = offM + size_t(BM) * sizeof(float);
+  static constexpr size_t bytes = al(offL + size_t(BM) * sizeof(float));
+  static_assert(DP % 16 == 0 && BM % 16 == 0, "tile shapes");
+};
+
+// Issues the cp.async copies of key/value tile `tile` (rows beyond the key range are zero-filled).
+template <class E, int DP, int BM>
+__device__ __forceinline__ void load_kv_tile(E* dst, const E* cache, int64_t c_st, int64_t c_sh, const E* fresh,
+                                             int64_t f_st, int64_t f_sh, int hk, int tile, int L, int Ltot, int D) {
+  using C = AttnCfg<E, DP, BM>;
+  const int cpr = D / C::kVec;  // chunks per row
+  for (int idx = threadIdx.x; idx < C::BN * cpr; idx += C::kThreads) {
+    const int r = idx / cpr, c = idx - r * cpr;
+    const int j = tile * C::BN + r;
+    const E* src = fresh;
+    int bytes = 0;
+    if (j < L) {
+      src = cache + int64_t(j) * c_st + int64_t(hk) * c_sh + c * C::kVec;
+      bytes = 16;
+    } else if (j < Ltot) {
+      src = fresh + int64_t(j - L) * f_st + int64_t(hk) * f_sh + c * C::kVec;
+      bytes = 16;
+    }
+    cp_async16(dst + r * C::LDE + c * C::kVec, src, bytes);
+  }
+}
+
+template <class E, int DP, int BM>
+__global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p) {
+  using C = AttnCfg<E, DP, BM>;
+  constexpr int BN = C::BN;
+  extern __shared__ __align__(128) unsigned char smem[];
+  E* sQ = reinterpret_cast<E*>(smem + C::offQ);
+  E* sK = reinterpret_cast<E*>(smem + C::offK);
+  E* sV = reinterpret_cast<E*>(smem + C::offV);
+  float* sS = reinterpret_cast<float*>(smem + C::offS);
+  E* sP = reinterpret_cast<E*>(smem + C::offP);
+  float* sO = reinterpret_cast<float*>(smem + C::offO);
+  float* sM = reinterpret_cast<float*>(smem + C::offM);
+  float* sL = reinterpret_cast<float*>(smem + C::offL);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int hk = blockIdx.y, split = blockIdx.z;
+  const int rows = p.T * p.G;
+  const int r0 = blockIdx.x * BM;
+  // A device length is clamped to [0, max_cache_len] (never reads past what the host vouched for).
+  const int L = p.cache_len_dev ? max(0, min(*p.cache_len_dev, p.max_cache_len)) : p.cache_len;
+  const int Ltot = L + p.T;
+  const int ntiles = (Ltot + BN - 1) / BN;
+  const int tps = (ntiles + p.splits - 1) / p.splits;
+  const int t_begin = split * tps;
+  const int t_end = min(ntiles, t_begin + tps);
+  const int D = p.D;
+
+  const E* kc = static_cast<const E*>(p.kc);
+  const E* vc = static_cast<const E*>(p.vc);
+  const E* kn = static_cast<const E*>(p.kn);
+  const E* vn = static_cast<const E*>(p.vn);
+
+  // Zero everything (padding columns of Q/K/V and the accumulator stay zero), then initialise the row stats.
+  for (int i = tid; i < int(C::bytes / 16); i += C::kThreads) reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  for (int r = tid; r < BM; r += C::kThreads) sM[r] = -INFINITY;
+
+  // Q tile: rows are (token, head in group) pairs, token-major.
+  {
+    const E* q = static_cast<const E*>(p.q);
+    const int cpr = D / C::kVec;
+    for (int idx = tid; idx < BM * cpr; idx += C::kThreads) {
+      const int r = idx / cpr, c = idx - r * cpr;
+      const int gr = r0 + r;
+      if (gr < rows) {
+        const int t = gr / p.G, qh = hk * p.G + (gr - t * p.G);
+        cp_async16(sQ + r * C::LDE + c * C::kVec, q + int64_t(t) * p.q_st + int64_t(qh) * p.q_sh + c * C::kVec, 16);
+      }
+    }
+  }
+  if (t_begin < t_end) load_kv_tile<E, DP, BM>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, t_begin, L, Ltot, D);
+  cp_async_commit();  // group: Q + K(t_begin)
+  if (t_begin < t_end) load_kv_tile<E, DP, BM>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, t_begin, L, Ltot, D);
+  cp_async_commit();  // group: V(t_begin)
+
+  const int kt_n = (D + 15) / 16;                  // 16-wide k steps over the head dim actually used
+  const int mt_n = min(BM, rows - r0 + 15) / 16;   // 16-row tiles holding valid rows (>= 1)
+
+  for (int tile = t_begin; tile < t_end; ++tile) {
+    cp_async_wait<1>();  // K(tile) (and Q) landed
+    __syncthreads();
+
+    // ---- S = Q K^T (raw dot products) ----
+    if constexpr (C::kMma) {
+      using namespace nvcuda;
+      constexpr int NT = BN / 16;
+      for (int ti = warp; ti < mt_n * NT; ti += C::kWarps) {
+        const int mi = ti / NT, ni = ti - mi * NT;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.f);
+        for (int k = 0; k < kt_n; ++k) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> fa;
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major> fb;
+          wmma::load_matrix_sync(fa, sQ + mi * 16 * C::LDE + k * 16, C::LDE);
+          wmma::load_matrix_sync(fb, sK + ni * 16 * C::LDE + k * 16, C::LDE);
+          wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(sS + mi * 16 * C::LDS + ni * 16, acc, C::LDS, wmma::mem_row_major);
+      }
+    } else {
+      const int nr = mt_n * 16;
+      for (int idx = tid; idx < nr * BN; idx += C::kThreads) {
+        const int r = idx / BN, c = idx - r * BN;
+        const float* qr = reinterpret_cast<const float*>(sQ) + r * C::LDE;
+        const float* kr = reinterpret_cast<const float*>(sK) + c * C::LDE;
+        float s = 0.f;
+        for (int d = 0; d < D; ++d) s = fmaf(qr[d], kr[d], s);
+        sS[r * C::LDS + c] = s;
+      }
+    }
+    __syncthreads();  // S complete, K buffer free
+    if (tile + 1 < t_end)
+      load_kv_tile<E, DP, BM>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, tile + 1, L, Ltot, D);
+    cp_async_commit();  // group: K(tile+1) (maybe empty)
+
+    // ---- online softmax: one warp per row ----
+    const int kbase = tile * BN;
+    for (int r = warp; r < BM; r += C::kWarps) {
+      const int gr = r0 + r;
+      if (gr >= rows) break;  // rows are increasing in r: warp-uniform
+      const int t = gr / p.G;
+      const uint32_t* ab = p.anc + int64_t(t) * p.anc_words;
+      constexpr int PER = BN / 32;
+      float sv[PER];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < PER; ++i) {
+        const int c = lane + 32 * i, j = kbase + c;
+        bool ok = j < L;
+        if (!ok && j < Ltot) ok = (ab[(j - L) >> 5] >> ((j - L) & 31)) & 1u;
+        sv[i] = ok ? sS[r * C::LDS + c] * p.scale_log2 : -INFINITY;
+        mx = fmaxf(mx, sv[i]);
+      }
+      mx = warp_max(mx);
+      const float m_old = sM[r];
+      const float m_new = fmaxf(m_old, mx);
+      float alpha = 1.f, sum = 0.f;
+      if (m_new != -INFINITY) {
+        alpha = exp2f(m_old - m_new);  // m_old = -inf: 0
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+          sv[i] = exp2f(sv[i] - m_new);
+          sum += sv[i];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < PER; ++i) sv[i] = 0.f;
+      }
+#pragma unroll
+      for (int i = 0; i < PER; ++i) sP[r * C::LDP + lane + 32 * i] = from_f<E>(sv[i]);
+      sum = warp_sum(sum);
+      if (alpha != 1.f)
+        for (int d = lane; d < DP; d += 32) sO[r * C::LDO + d] *= alpha;
+      __syncwarp();
+      if (lane == 0) {
+        sM[r] = m_new;
+        sL[r] = sL[r] * alpha + sum;
+      }
+    }
+    cp_async_wait<1>();  // V(tile) landed (K(tile+1) may still be in flight)
+    __syncthreads();
+
+    // ---- O += P V ----
+    if constexpr (C::kMma) {
+      using namespace nvcuda;
+      constexpr int KT = BN / 16;
+      for (int ti = warp; ti < mt_n * kt_n; ti += C::kWarps) {
+        const int mi = ti / kt_n, ni = ti - mi * kt_n;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::load_matrix_sync(acc, sO + mi * 16 * C::LDO + ni * 16, C::LDO, wmma::mem_row_major);
+#pragma unroll
+        for (int k = 0; k < KT; ++k) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major> fa;
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major> fb;
+          wmma::load_matrix_sync(fa, sP + mi * 16 * C::LDP + k * 16, C::LDP);
+          wmma::load_matrix_sync(fb, sV + k * 16 * C::LDE + ni * 16, C::LDE);
+          wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(sO + mi * 16 * C::LDO + ni * 16, acc, C::LDO, wmma::mem_row_major);
+      }
+    } else {
+      const int nr = mt_n * 16;
+      for (int idx = tid; idx < nr * D; idx += C::kThreads) {
+        const int r = idx / D, d = idx - r * D;
+        const float* pr = reinterpret_cast<const float*>(sP) + r * C::LDP;
+        const float* vcol = reinterpret_cast<const float*>(sV) + d;
+        float o = sO[r * C::LDO + d];
+        for (int c = 0; c < BN; ++c) o = fmaf(pr[c], vcol[c * C::LDE], o);
+        sO[r * C::LDO + d] = o;
+      }
+    }
+    __syncthreads();  // V buffer and P free
+    if (tile + 1 < t_end)
+      load_kv_tile<E, DP, BM>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, tile + 1, L, Ltot, D);
+    cp_async_commit();  // group: V(tile+1) (maybe empty)
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- epilogue ----
+  for (int r = warp; r < BM; r += C::kWarps) {
+    const int gr = r0 + r;
+    if (gr >= rows) break;
+    const int t = gr / p.G, qh = hk * p.G + (gr - t * p.G);
+    const float l = sL[r];
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    if (p.splits == 1) {
+      E* o = static_cast<E*>(p.out) + int64_t(t) * p.o_st + int64_t(qh) * p.o_sh;
+      for (int d = lane; d < D; d += 32) o[d] = from_f<E>(sO[r * C::LDO + d] * inv);
+    } else {
+      const int64_t prow = int64_t(split) * p.T * p.Hq + int64_t(t) * p.Hq + qh;
+      float* po = p.part_o + prow * D;
+      for (int d = lane; d < D; d += 32) po[d] = sO[r * C::LDO + d] * inv;
+      if (lane == 0) p.part_lse[prow] = l > 0.f ? sM[r] + log2f(l) : -INFINITY;
+    }
+  }
+}
+
+// Raises the kernel's dynamic shared memory limit to `bytes` on the current device (once per kernel and device).
+cudaError_t ensure_smem_limit(const void* kernel, int bytes);  // step_attention.cu
+
+template <class E, int DP, int BM>
+cudaError_t launch_attention_cfg(const AttnParams& p, cudaStream_t stream) {
+  using C = AttnCfg<E, DP, BM>;
+  const void* kfn = reinterpret_cast<const void*>(&step_attention_kernel<E, DP, BM>);
+  if (C::bytes > 48 * 1024) {
+    const cudaError_t e = ensure_smem_limit(kfn, int(C::bytes));
+    if (e != cudaSuccess) return e;
+  }
+  const int rows = p.T * p.G;
+  dim3 grid((rows + BM - 1) / BM, p.Hkv, p.splits);
+  step_attention_kernel<E, DP, BM><<<grid, C::kThreads, C::bytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// Picks the padded head dim and the row tile.
+template <class E>
+cudaError_t launch_attention_typed(const AttnParams& p, cudaStream_t stream) {
+  const bool small = p.T * p.G <= 16;
+#define LA_ATTN_CASE(DPV)                                                                      \
+  return small ? launch_attention_cfg<E, DPV, 16>(p, stream) : launch_attention_cfg<E, DPV, 64>(p, stream)
+  if (p.D <= 16) LA_ATTN_CASE(16);
+  if (p.D <= 64) LA_ATTN_CASE(64);
+  if (p.D <= 80) LA_ATTN_CASE(80);
+  if (p.D <= 128) LA_ATTN_CASE(128);
+#undef LA_ATTN_CASE
+  return cudaErrorInvalidValue;
+}
+
+// Defined in the per-type translation units.
+cudaError_t launch_attention_f32(const AttnParams& p, cudaStream_t stream);
+cudaError_t launch_attention_f16(const AttnParams& p, cudaStream_t stream);
+cudaError_t launch_attention_bf16(const AttnParams& p, cudaStream_t stream);
+
+}  // namespace la::kern::detail

@@ -1,0 +1,8 @@
+// Instantiates the step attention kernels for one element type (see step_attention.cuh).
+#include "step_attention.cuh"
+
+namespace la::kern::detail {
+cudaError_t launch_attention_bf16(const AttnParams& p, cudaStream_t stream) {
+  return launch_attention_typed<__nv_bfloat16>(p, stream);
+}
+}  // namespace la::kern::detail

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Runs lookahead on K MPI ranks (lookahead parallelism: one model replica per rank, rank 0 drives).
+#
+#   launch/mpirun.sh -np K [mpirun options --] lookahead-args...
+#   launch/mpirun.sh -np 4 generate --model ../shared/models/stories260K --prompt 'Once' --strategy lade
+#   launch/mpirun.sh -np 16 --hostfile hosts -- generate --model DIR --device cuda --input p.jsonl --output o.jsonl
+#
+# What it adds to mpirun (each only when you did not pass your own):
+#   - OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1 when run as root;
+#   - --oversubscribe and --bind-to none when K exceeds this machine's cores;
+#   - CPU runs on one node: --map-by slot:PE=<cores/K> --bind-to core, OMP_NUM_THREADS=<cores/K>;
+#   - GPU nodes: one GPU per rank (local rank i gets the i-th visible GPU through CUDA_VISIBLE_DEVICES, so every
+#     rank sees exactly one device, index 0), --map-by ppr:<K/sockets>:socket --bind-to socket when K is a multiple
+#     of the socket count (ranks next to their GPUs on DGX-style nodes), else --bind-to none;
+#   - -x for OMP_NUM_THREADS, PATH, LD_LIBRARY_PATH and every LA_*, LOOKAHEAD_*, NCCL_*, CUDA_* variable set
+#     (remote ranks get the same environment).
+# Environment: LOOKAHEAD_BIN (default: <repo>/build/lookahead), LA_BIND_GPU=0 to leave CUDA_VISIBLE_DEVICES alone,
+# MPIRUN (default: mpirun), LA_LAUNCH_QUIET=1 to not echo the mpirun command line to stderr. The job ends non-zero, naming the rank, if any rank fails or dies.
+#
+# Internal: `launch/mpirun.sh --rank-exec PROGRAM ARGS...` runs on every rank (also from srun, see cluster/): it
+# binds the GPU from the local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, PMIX_LOCAL_RANK, MPI_LOCALRANKID)
+# and execs PROGRAM.
+set -euo pipefail
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+ROOT=$(cd "$(dirname "$SELF")/.." && pwd)
+
+gpu_count() {
+  if [ -n "${LA_GPU_COUNT:-}" ]; then echo "$LA_GPU_COUNT"; return; fi
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true
+  else
+    echo 0
+  fi
+}
+
+if [ "${1:-}" = "--rank-exec" ]; then
+  shift
+  [ $# -ge 1 ] || { echo "mpirun.sh --rank-exec: no program" >&2; exit 2; }
+  local_rank=${OMPI_COMM_WORLD_LOCAL_RANK:-${SLURM_LOCALID:-${PMIX_LOCAL_RANK:-${MPI_LOCALRANKID:-0}}}}
+  if [ "${LA_BIND_GPU:-1}" != 0 ]; then
+    if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+      IFS=, read -r -a gpus <<< "$CUDA_VISIBLE_DEVICES"
+    else
+      n=$(gpu_count)
+      gpus=()
+      for ((i = 0; i < n; i++)); do gpus+=("$i"); done
+    fi
+    if [ ${#gpus[@]} -gt 1 ]; then
+      export CUDA_VISIBLE_DEVICES=${gpus[$((local_rank % ${#gpus[@]}))]}
+    fi
+  fi
+  exec "$@"
+fi
+
+usage() {
+  sed -n '2,6p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+np=""
+case "${1:-}" in
+  -np|-n|--np) np=${2:-}; shift 2 || usage ;;
+  *) usage ;;
+esac
+[[ "$np" =~ ^[1-9][0-9]*$ ]] || { echo "mpirun.sh: -np needs a positive rank count (got '$np')" >&2; exit 2; }
+
+user_opts=()
+args=("$@")
+for ((i = 0; i < $#; i++)); do
+  if [ "${args[$i]}" = "--" ]; then
+    user_opts=("${args[@]:0:$i}")
+    args=("${args[@]:$((i + 1))}")
+    break
+  fi
+done
+[ ${#args[@]} -ge 1 ] || usage
+
+BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
+[ -x "$BIN" ] || { echo "mpirun.sh: $BIN is not built (run launch/setup.sh, or set LOOKAHEAD_BIN)" >&2; exit 2; }
+MPIRUN=${MPIRUN:-mpirun}
+command -v "$MPIRUN" >/dev/null 2>&1 || { echo "mpirun.sh: $MPIRUN not found (apt-get install openmpi-bin)" >&2; exit 2; }
+
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+has_opt() {  # has_opt NAME...: did the user pass one of these mpirun options?
+  local o n
+  for o in "${user_opts[@]}"; do
+    for n in "$@"; do
+      [[ "$o" == "$n" || "$o" == "$n="* ]] && return 0
+    done
+  done
+  return 1
+}
+
+cores=$(nproc)
+multinode=0
+if has_opt --hostfile -hostfile --machinefile -machinefile --host -host -H --default-hostfile; then multinode=1; fi
+if [ -n "${SLURM_JOB_NUM_NODES:-}" ] && [ "${SLURM_JOB_NUM_NODES}" -gt 1 ]; then multinode=1; fi
+gpus=$(gpu_count)
+[ "${LA_BIND_GPU:-1}" = 0 ] && gpus=0
+sockets=$(lscpu 2>/dev/null | awk -F: '/^Socket\(s\)/ {gsub(/ /, "", $2); print $2}')
+[[ "$sockets" =~ ^[1-9][0-9]*$ ]] || sockets=1
+
+auto=()
+per_node=$np
+if [ $multinode = 0 ] && [ "$np" -gt "$cores" ]; then
+  has_opt --oversubscribe -oversubscribe || auto+=(--oversubscribe)
+  has_opt --bind-to -bind-to || auto+=(--bind-to none)
+  threads=1
+elif has_opt --bind-to -bind-to --map-by -map-by --rank-by -rank-by; then
+  threads=$(( cores / per_node > 0 ? cores / per_node : 1 ))
+elif [ "$gpus" -gt 0 ]; then
+  if [ $multinode = 0 ] && [ $((np % sockets)) = 0 ] && [ "$np" -ge "$sockets" ]; then
+    auto+=(--map-by "ppr:$((np / sockets)):socket" --bind-to socket)
+  else
+    auto+=(--bind-to none)
+  fi
+  threads=$(( cores / per_node > 0 ? cores / per_node : 1 ))
+elif [ $multinode = 0 ]; then
+  pe=$(( cores / np ))
+  auto+=(--map-by "slot:PE=$pe" --bind-to core)
+  threads=$pe
+else
+  auto+=(--bind-to none)
+  threads=1
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$threads}
+
+envs=(-x OMP_NUM_THREADS -x PATH)
+[ -n "${LD_LIBRARY_PATH:-}" ] && envs+=(-x LD_LIBRARY_PATH)
+while IFS='=' read -r name _; do
+  case "$name" in
+    LA_*|LOOKAHEAD_*|NCCL_*|CUDA_*) envs+=(-x "$name") ;;
+  esac
+done < <(env)
+
+cmd=("$MPIRUN" -np "$np" "${auto[@]}" "${envs[@]}" "${user_opts[@]}" "$SELF" --rank-exec "$BIN" "${args[@]}")
+[ "${LA_LAUNCH_QUIET:-0}" = 1 ] || echo "[mpirun.sh] ${cmd[*]}" >&2
+exec "${cmd[@]}"

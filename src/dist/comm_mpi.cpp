@@ -1,0 +1,378 @@
+// MPI communicator (all messages), backend selection, launcher detection.
+#define OMPI_SKIP_MPICXX 1  // C API only
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "lookahead/dist/comm.h"
+#include "lookahead/util/error.h"
+
+namespace la {
+namespace {
+
+constexpr int kGatherTag = 30001;  // point-to-point tags of the caller must stay below 30000
+constexpr int kBcastTag = 30002;
+
+int env_int(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  return end && *end == 0 ? static_cast<int>(x) : dflt;
+}
+
+// Spin (yielding) for a while, then sleep in growing steps: low latency when the answer is close, no burnt core
+// when a rank idles (e.g. workers while rank 0 plans, or everyone while one rank prefills a long prompt).
+class Backoff {
+ public:
+  Backoff() : t0_(std::chrono::steady_clock::now()), spin_us_(env_int("LA_COMM_SPIN_US", 2000)) {}
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  void pause() {
+    if (elapsed() * 1e6 < spin_us_) {
+      sched_yield();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+    sleep_us_ = std::min(sleep_us_ * 2, 250);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+  int spin_us_;
+  int sleep_us_ = 20;
+};
+
+std::string mpi_error_string(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(buf, len);
+}
+
+void ensure_mpi() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  LA_CHECK(!fin, "MPI was already finalised");
+  if (!init) {
+    int provided = 0;
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    LA_CHECK(rc == MPI_SUCCESS, "MPI_Init failed: ", mpi_error_string(rc));
+  }
+}
+
+class MpiComm final : public Comm {
+ public:
+  MpiComm() {
+    ensure_mpi();
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    MPI_Comm node;
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    MPI_Comm_rank(node, &local_rank_);
+    MPI_Comm_size(node, &local_size_);
+    MPI_Comm_free(&node);
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    host_.assign(name, len);
+  }
+  ~MpiComm() override {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&comm_);
+  }
+
+  std::string backend() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  std::string host() const override { return host_; }
+
+  void send(int dest, int tag, const std::vector<int32_t>& v) override {
+    check_peer(dest, "send to");
+    MPI_Request req;
+    check(MPI_Isend(v.data(), static_cast<int>(v.size()), MPI_INT32_T, dest, tag, comm_, &req), "MPI_Isend");
+    wait(req, 0, [&] { return detail::cat("sending to rank ", dest); });
+    stats_.bytes_sent += v.size() * 4;
+    ++stats_.messages;
+  }
+
+  std::vector<int32_t> recv(int src, int tag, double timeout_s) override {
+    check_peer(src, "receive from");
+    Backoff b;
+    MPI_Status st;
+    for (;;) {
+      int flag = 0;
+      check(MPI_Iprobe(src, tag, comm_, &flag, &st), "MPI_Iprobe");
+      if (flag) break;
+      if (timeout_s > 0 && b.elapsed() > timeout_s)
+        fail("no message from rank ", src, " within ", timeout_s,
+             " s (that rank is stuck, or too slow for --rank-timeout)");
+      b.pause();
+    }
+    int count = 0;
+    MPI_Get_count(&st, MPI_INT32_T, &count);
+    std::vector<int32_t> v(count);
+    check(MPI_Recv(v.data(), count, MPI_INT32_T, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+    stats_.bytes_received += v.size() * 4;
+    return v;
+  }
+
+  // Linear fan-out from rank 0 with point-to-point messages: the receivers learn the length from the message,
+  // and rank 0 knows exactly which ranks have not taken theirs (a stuck rank gets named). Small messages go
+  // eagerly, so rank 0 is done as soon as they are queued.
+  void bcast(std::vector<int32_t>& v, double timeout_s) override {
+    if (rank_ == 0) {
+      fan_out([&](int) -> const std::vector<int32_t>& { return v; }, timeout_s);
+    } else {
+      Backoff b;
+      v = recv(0, kBcastTag, timeout_s);
+      ++stats_.broadcasts;
+      stats_.broadcast_seconds += b.elapsed();
+    }
+  }
+
+  std::vector<int32_t> scatter(const std::vector<std::vector<int32_t>>& msgs, double timeout_s) override {
+    if (rank_ == 0) {
+      LA_CHECK(static_cast<int>(msgs.size()) == size_, "scatter: ", msgs.size(), " messages for ", size_, " ranks");
+      fan_out([&](int r) -> const std::vector<int32_t>& { return msgs[r]; }, timeout_s);
+      return {};
+    }
+    Backoff b;
+    auto v = recv(0, kBcastTag, timeout_s);
+    ++stats_.broadcasts;
+    stats_.broadcast_seconds += b.elapsed();
+    return v;
+  }
+
+  void bcast_bytes(std::string& s, double timeout_s) override {
+    std::vector<int32_t> v;
+    if (rank_ == 0) {
+      v.resize(1 + (s.size() + 3) / 4, 0);
+      v[0] = static_cast<int32_t>(s.size());
+      std::memcpy(v.data() + 1, s.data(), s.size());
+    }
+    bcast(v, timeout_s);
+    if (rank_ != 0) {
+      LA_CHECK(!v.empty() && v[0] >= 0 && static_cast<size_t>(v[0]) <= (v.size() - 1) * 4, "bcast_bytes: bad length");
+      s.assign(reinterpret_cast<const char*>(v.data() + 1), v[0]);
+    }
+  }
+
+  std::vector<std::vector<int32_t>> gather(const std::vector<int32_t>& v, double timeout_s) override {
+    Backoff b;
+    std::vector<std::vector<int32_t>> out;
+    if (rank_ != 0) {
+      send(0, kGatherTag, v);
+    } else {
+      out.resize(size_);
+      out[0] = v;
+      std::vector<uint8_t> have(size_, 0);
+      have[0] = 1;
+      int missing = size_ - 1;
+      while (missing > 0) {
+        bool progress = false;
+        for (int r = 1; r < size_; ++r) {
+          if (have[r]) continue;
+          int flag = 0;
+          MPI_Status st;
+          check(MPI_Iprobe(r, kGatherTag, comm_, &flag, &st), "MPI_Iprobe");
+          if (!flag) continue;
+          int count = 0;
+          MPI_Get_count(&st, MPI_INT32_T, &count);
+          out[r].resize(count);
+          check(MPI_Recv(out[r].data(), count, MPI_INT32_T, r, kGatherTag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+          stats_.bytes_received += static_cast<uint64_t>(count) * 4;
+          have[r] = 1;
+          --missing;
+          progress = true;
+        }
+        if (missing == 0 || progress) continue;
+        if (timeout_s > 0 && b.elapsed() > timeout_s) {
+          std::string who;
+          for (int r = 1; r < size_; ++r)
+            if (!have[r]) who += (who.empty() ? "" : ", ") + std::to_string(r);
+          fail("no reply from rank(s) ", who, " within ", timeout_s,
+               " s (stuck, or too slow for --rank-timeout)");
+        }
+        b.pause();
+      }
+    }
+    ++stats_.gathers;
+    stats_.gather_seconds += b.elapsed();
+    return out;
+  }
+
+  std::vector<uint64_t> allgather(uint64_t x) override {
+    std::vector<uint64_t> all(size_);
+    MPI_Request req;
+    check(MPI_Iallgather(&x, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &req), "MPI_Iallgather");
+    wait(req, 0, [] { return std::string("in allgather"); });
+    return all;
+  }
+
+  void barrier() override {
+    MPI_Request req;
+    check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    wait(req, 0, [] { return std::string("in barrier"); });
+  }
+
+ private:
+  void check(int rc, const char* what) const {
+    if (rc != MPI_SUCCESS) fail(what, " failed: ", mpi_error_string(rc));
+  }
+  void check_peer(int r, const char* what) const {
+    LA_CHECK(r >= 0 && r < size_ && r != rank_, "cannot ", what, " rank ", r, " (job has ",
+             size_, " ranks)");
+  }
+  template <class Describe>
+  void wait(MPI_Request& req, double timeout_s, Describe describe) {
+    Backoff b;
+    for (;;) {
+      int done = 0;
+      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      if (timeout_s > 0 && b.elapsed() > timeout_s)
+        fail("timed out after ", timeout_s, " s ", describe());
+      b.pause();
+    }
+  }
+  template <class Msg>
+  void fan_out(Msg msg, double timeout_s) {
+    Backoff b;
+    std::vector<MPI_Request> reqs(size_ - 1);
+    for (int r = 1; r < size_; ++r) {
+      const auto& v = msg(r);
+      LA_CHECK(v.size() < 0x7fffffffu, "message to rank ", r, " too long");
+      check(MPI_Isend(v.data(), static_cast<int>(v.size()), MPI_INT32_T, r, kBcastTag, comm_, &reqs[r - 1]),
+            "MPI_Isend");
+      stats_.bytes_sent += static_cast<uint64_t>(v.size()) * 4;
+    }
+    for (;;) {
+      int done = 0;
+      check(MPI_Testall(size_ - 1, reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      if (done) break;
+      if (timeout_s > 0 && b.elapsed() > timeout_s) {
+        std::string who;
+        for (int r = 1; r < size_; ++r) {
+          int d = 0;
+          MPI_Test(&reqs[r - 1], &d, MPI_STATUS_IGNORE);
+          if (!d) who += (who.empty() ? "" : ", ") + std::to_string(r);
+        }
+        fail("rank(s) ", who, " did not take rank 0's message within ", timeout_s,
+             " s (stuck, or too slow for --rank-timeout)");
+      }
+      b.pause();
+    }
+    ++stats_.broadcasts;
+    stats_.broadcast_seconds += b.elapsed();
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string host_;
+};
+
+}  // namespace
+
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const int r = env_int(v, -1);
+    if (r >= 0) return r;
+  }
+  if (std::getenv("SLURM_STEP_NUM_TASKS")) return env_int("SLURM_PROCID", -1);
+  return -1;
+}
+
+int launcher_size() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const int r = env_int(v, 0);
+    if (r > 0) return r;
+  }
+  if (std::getenv("PMIX_RANK")) return env_int("SLURM_STEP_NUM_TASKS", env_int("SLURM_NTASKS", 0));
+  return env_int("SLURM_STEP_NUM_TASKS", 0);
+}
+
+bool mpi_active() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+void mpi_init() { ensure_mpi(); }
+
+void mpi_finalize() {
+  if (mpi_active()) MPI_Finalize();
+}
+
+int mpi_world_rank() {
+  if (!mpi_active()) return -1;
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int mpi_world_size() {
+  if (!mpi_active()) return 0;
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+void mpi_abort(int code) {
+  if (mpi_active()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+int rank_cuda_device(int local_rank) {
+  const int n = comm_cuda_device_count();
+  return n > 0 ? local_rank % n : 0;
+}
+
+std::unique_ptr<Comm> make_comm(const std::string& kind, const std::string& device) {
+  LA_CHECK(kind == "auto" || kind == "mpi" || kind == "nccl", "--comm must be auto, mpi or nccl (got '", kind,
+           "')");
+  std::unique_ptr<Comm> mpi = std::make_unique<MpiComm>();
+  if (kind == "mpi") return mpi;
+  const bool want = kind == "nccl";
+#ifndef LOOKAHEAD_WITH_NCCL
+  LA_CHECK(!want, "--comm nccl: this build has no NCCL (it was built without CUDA); use --comm mpi or auto");
+  (void)device;
+  return mpi;
+#else
+  if (device != "cuda") {
+    LA_CHECK(!want, "--comm nccl needs --device cuda (the model is on '", device, "')");
+    return mpi;
+  }
+  if (mpi->size() == 1 && !want) return mpi;
+  const int dev = rank_cuda_device(mpi->local_rank());
+  const auto ids = mpi->allgather(gpu_identity(dev));
+  std::string problem;
+  for (size_t r = 0; r < ids.size() && problem.empty(); ++r) {
+    if (ids[r] == 0) problem = detail::cat("rank ", r, " sees no CUDA device");
+    for (size_t q = 0; q < r && problem.empty(); ++q)
+      if (ids[q] == ids[r]) problem = detail::cat("ranks ", q, " and ", r, " share one GPU");
+  }
+  if (!problem.empty()) {
+    LA_CHECK(!want, "--comm nccl needs one GPU per rank, but ", problem,
+             " (bind ranks to GPUs: launch/mpirun.sh sets CUDA_VISIBLE_DEVICES per local rank)");
+    return mpi;
+  }
+  return make_nccl_comm(std::move(mpi), dev);
+#endif
+}
+
+}  // namespace la

@@ -1,0 +1,474 @@
+// DistExecutor (rank 0), run_worker (ranks > 0), the startup agreement check and the failure guard. The protocol
+// is described in dist_executor.h.
+#include "lookahead/dist/dist_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "lookahead/util/error.h"
+
+namespace la {
+namespace {
+
+constexpr int32_t kMagic = 0x4C410001;  // "LA", protocol version 1
+enum Cmd : int32_t { kBegin = 1, kRun = 2, kEnd = 3, kShutdown = 4 };
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+const char* cmd_name(int32_t c) {
+  switch (c) {
+    case kBegin: return "BEGIN";
+    case kRun: return "RUN";
+    case kEnd: return "END";
+    case kShutdown: return "SHUTDOWN";
+    default: return "?";
+  }
+}
+
+int32_t float_bits(float f) {
+  int32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float bits_float(int32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+void put_u64(std::vector<int32_t>& m, uint64_t x) {
+  m.push_back(static_cast<int32_t>(x & 0xffffffffu));
+  m.push_back(static_cast<int32_t>(x >> 32));
+}
+
+// Bounds-checked reader of a command message.
+class Reader {
+ public:
+  explicit Reader(const std::vector<int32_t>& m) : m_(m) {}
+  int32_t next() {
+    need(1);
+    return m_[pos_++];
+  }
+  // A count of items that follow (each at least one word).
+  int count() {
+    const int32_t n = next();
+    LA_CHECK(n >= 0 && pos_ + static_cast<size_t>(n) <= m_.size(), "protocol error: bad count ", n,
+             " in a message from rank 0");
+    return n;
+  }
+  void take(int n, std::vector<int32_t>& out) {
+    need(n);
+    out.assign(m_.begin() + pos_, m_.begin() + pos_ + n);
+    pos_ += n;
+  }
+  void skip(int n) {
+    need(n);
+    pos_ += n;
+  }
+  uint64_t u64() {
+    const uint32_t lo = static_cast<uint32_t>(next());
+    const uint32_t hi = static_cast<uint32_t>(next());
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+  }
+
+ private:
+  void need(int n) const {
+    LA_CHECK(n >= 0 && pos_ + static_cast<size_t>(n) <= m_.size(), "protocol error: a message from rank 0 ends ",
+             "early (", m_.size(), " words)");
+  }
+  const std::vector<int32_t>& m_;
+  size_t pos_ = 0;
+};
+
+// Applies a seq sync [keep, n, tokens...] to a worker's sequence.
+void apply_sync(Reader& rd, std::vector<int32_t>& seq) {
+  const int32_t keep = rd.next();
+  LA_CHECK(keep >= 0 && static_cast<size_t>(keep) <= seq.size(), "protocol error: sync keeps ", keep, " of ",
+           seq.size(), " tokens");
+  seq.resize(keep);
+  const int n = rd.count();
+  std::vector<int32_t> add;
+  rd.take(n, add);
+  seq.insert(seq.end(), add.begin(), add.end());
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------ rank 0
+
+DistExecutor::DistExecutor(Comm& comm, LocalExecutor& local, DistOptions opt)
+    : comm_(comm), local_(local), opt_(opt), k_(comm.size()), per_rank_(comm.backend() != "nccl"),
+      cache_len_(comm.size(), 0) {
+  LA_CHECK(comm.rank() == 0, "DistExecutor runs on rank 0 (this is rank ", comm.rank(), "); other ranks call run_worker");
+  counters_.ranks = k_;
+  counters_.backend = comm.backend();
+}
+
+DistExecutor::~DistExecutor() {
+  if (!shut_ && std::uncaught_exceptions() == 0) {
+    try {
+      shutdown();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[rank 0] error: shutting the workers down: %s\n", e.what());
+    }
+  }
+}
+
+std::vector<int32_t> DistExecutor::header(int cmd) {
+  LA_CHECK(!shut_, "DistExecutor: ", cmd_name(cmd), " after shutdown");
+  return {kMagic, cmd, msg_no_++};
+}
+
+void DistExecutor::sync_seq(const std::vector<int32_t>& seq, std::vector<int32_t>& msg) {
+  const size_t keep = std::mismatch(sent_seq_.begin(), sent_seq_.end(), seq.begin(), seq.end()).first -
+                      sent_seq_.begin();
+  msg.push_back(static_cast<int32_t>(keep));
+  msg.push_back(static_cast<int32_t>(seq.size() - keep));
+  msg.insert(msg.end(), seq.begin() + keep, seq.end());
+  sent_seq_ = seq;
+}
+
+void DistExecutor::send_command(std::vector<int32_t>& msg) {
+  if (k_ == 1) return;
+  if (per_rank_) comm_.scatter(std::vector<std::vector<int32_t>>(k_, msg), opt_.rank_timeout_s);
+  else comm_.bcast(msg, opt_.rank_timeout_s);
+}
+
+void DistExecutor::begin(const std::vector<int32_t>& prompt, const SampleParams& sp) {
+  LA_CHECK(!prompt.empty(), "empty prompt (no tokens, not even BOS)");
+  auto msg = header(kBegin);
+  sent_seq_.clear();
+  sync_seq(prompt, msg);
+  msg.push_back(float_bits(sp.temperature));
+  msg.push_back(sp.top_k);
+  msg.push_back(float_bits(sp.top_p));
+  put_u64(msg, sp.seed);
+  put_u64(msg, sp.stream);
+  send_command(msg);
+  local_.begin(prompt, sp);
+  std::fill(cache_len_.begin(), cache_len_.end(), static_cast<int>(prompt.size()) - 1);
+  have_commit_ = false;
+  parts_.clear();
+  in_request_ = true;
+  ++counters_.requests;
+}
+
+std::vector<int32_t> DistExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan) {
+  const auto t0 = Clock::now();
+  LA_CHECK(in_request_, "DistExecutor: run outside begin/end");
+  LA_CHECK(!seq.empty() && !plan.tokens.empty() && plan.tokens[0] == seq.back(),
+           "executor: plan root is not the last token");
+  DistStepRecord rec;
+  rec.plan_nodes = plan.size();
+  const int S = static_cast<int>(seq.size());
+
+  // Partition, counting what each rank must re-feed.
+  std::vector<int> base(k_);
+  for (int r = 0; r < k_; ++r) base[r] = std::max(0, S - 1 - cache_len_[r]);
+  parts_ = partition_plan(plan, k_, base);
+  run_seq_size_ = S;
+
+  std::vector<int32_t> results;
+  if (k_ == 1) {
+    const auto tf = Clock::now();
+    results = local_.run(seq, plan);
+    rec.forward_ms = {static_cast<float>(since(tf) * 1e3)};
+    rec.part_nodes = {plan.size()};
+    rec.step_tokens = {local_.last_step_tokens()};
+  } else {
+    auto msg = header(kRun);
+    if (have_commit_) {
+      msg.push_back(1);
+      sync_seq(commit_seq_, msg);
+      msg.push_back(static_cast<int32_t>(commit_path_.size()));
+      msg.insert(msg.end(), commit_path_.begin(), commit_path_.end());
+    } else {
+      msg.push_back(0);
+    }
+    have_commit_ = false;
+    sync_seq(seq, msg);
+    msg.push_back(k_);
+    auto put_part = [&](std::vector<int32_t>& m, int r) {
+      const auto& p = parts_[r];
+      m.push_back(r);
+      m.push_back(p.plan.size());
+      m.insert(m.end(), p.plan.tokens.begin(), p.plan.tokens.end());
+      m.insert(m.end(), p.plan.parents.begin(), p.plan.parents.end());
+      for (uint8_t v : p.plan.verify) m.push_back(v);
+      m.insert(m.end(), p.global.begin(), p.global.end());
+    };
+    if (per_rank_) {
+      // Each worker gets the common head and its own part only.
+      per_rank_msgs_.assign(k_, {});
+      for (int r = 1; r < k_; ++r) {
+        per_rank_msgs_[r].reserve(msg.size() + 3 + 4 * parts_[r].plan.size());
+        per_rank_msgs_[r].assign(msg.begin(), msg.end());
+        per_rank_msgs_[r].push_back(1);
+        put_part(per_rank_msgs_[r], r);
+      }
+    } else {
+      msg.push_back(k_ - 1);
+      for (int r = 1; r < k_; ++r) put_part(msg, r);
+    }
+    rec.partition_ms = static_cast<float>(since(t0) * 1e3);
+
+    const auto tb = Clock::now();
+    if (per_rank_) comm_.scatter(per_rank_msgs_, opt_.rank_timeout_s);
+    else comm_.bcast(msg, opt_.rank_timeout_s);
+    rec.broadcast_ms = static_cast<float>(since(tb) * 1e3);
+
+    const auto tf = Clock::now();
+    auto own = local_.run(seq, parts_[0].plan);
+    const double f0 = since(tf);
+    const auto tg = Clock::now();
+    auto replies = comm_.gather({}, opt_.rank_timeout_s);
+    rec.gather_wait_ms = static_cast<float>(since(tg) * 1e3);
+
+    std::vector<std::vector<int32_t>> per(k_);
+    per[0] = std::move(own);
+    rec.forward_ms.assign(k_, 0.f);
+    rec.step_tokens.assign(k_, 0);
+    rec.part_nodes.assign(k_, 0);
+    rec.forward_ms[0] = static_cast<float>(f0 * 1e3);
+    rec.step_tokens[0] = local_.last_step_tokens();
+    for (int r = 0; r < k_; ++r) rec.part_nodes[r] = parts_[r].plan.size();
+    for (int r = 1; r < k_; ++r) {
+      const auto& rep = replies[r];
+      const int m = parts_[r].plan.size();
+      LA_CHECK(rep.size() == static_cast<size_t>(4 + m), "protocol error: rank ", r, " replied ",
+               rep.size(), " words for a part of ", m, " nodes");
+      LA_CHECK(rep[0] == msg_no_ - 1, "protocol error: rank ", r, " answered message ", rep[0],
+               " (expected ", msg_no_ - 1, ")");
+      if (rep[1] != cache_len_[r]) {
+        ++counters_.cache_mispredictions;
+        cache_len_[r] = rep[1];
+      }
+      rec.step_tokens[r] = rep[2];
+      rec.forward_ms[r] = static_cast<float>(rep[3] * 1e-3);
+      per[r].assign(rep.begin() + 4, rep.end());
+    }
+    int dis = 0;
+    results = merge_part_results(plan.size(), parts_, per, &dis);
+    counters_.disagreements += dis;
+  }
+  cache_len_[0] = local_.model().cache_len();
+  rec.wall_ms = static_cast<float>(since(t0) * 1e3);
+
+  ++counters_.steps;
+  counters_.plan_nodes += plan.size();
+  double mx = 0;
+  for (int r = 0; r < k_; ++r) {
+    counters_.part_nodes += rec.part_nodes[r];
+    counters_.step_tokens += rec.step_tokens[r];
+    mx = std::max(mx, static_cast<double>(rec.forward_ms[r]) * 1e-3);
+  }
+  counters_.max_forward_seconds += mx;
+  counters_.forward_seconds_rank0 += rec.forward_ms[0] * 1e-3;
+  counters_.partition_seconds += rec.partition_ms * 1e-3;
+  counters_.broadcast_seconds += rec.broadcast_ms * 1e-3;
+  counters_.gather_wait_seconds += rec.gather_wait_ms * 1e-3;
+  counters_.run_seconds += rec.wall_ms * 1e-3;
+  if (opt_.record_steps) records_.push_back(std::move(rec));
+  return results;
+}
+
+void DistExecutor::commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) {
+  LA_CHECK(in_request_ && !parts_.empty(), "DistExecutor: commit without a run");
+  local_.commit(seq, local_path(parts_[0], path));
+  const int target = static_cast<int>(seq.size()) - 1;
+  for (int r = 0; r < k_; ++r) {
+    const int lp = static_cast<int>(local_path(parts_[r], path).size());
+    cache_len_[r] = std::min(target, run_seq_size_ + std::max(lp, 1) - 1);
+  }
+  cache_len_[0] = local_.model().cache_len();
+  if (k_ > 1) {
+    commit_seq_ = seq;
+    commit_path_ = path;
+    have_commit_ = true;
+  }
+}
+
+void DistExecutor::end() {
+  if (!in_request_) return;
+  auto msg = header(kEnd);
+  send_command(msg);
+  local_.end();
+  have_commit_ = false;
+  in_request_ = false;
+}
+
+void DistExecutor::shutdown() {
+  if (shut_) return;
+  auto msg = header(kShutdown);
+  send_command(msg);
+  shut_ = true;
+}
+
+DistCounters DistExecutor::counters() const {
+  DistCounters c = counters_;
+  c.bytes_sent = comm_.stats().bytes_sent;
+  c.bytes_received = comm_.stats().bytes_received;
+  return c;
+}
+
+// ------------------------------------------------------------------------------------------------ workers
+
+void run_worker(Comm& comm, LocalExecutor& local, const DistOptions& opt) {
+  (void)opt;  // workers wait for rank 0 without a limit: rank 0 may idle between requests
+  const int me = comm.rank();
+  LA_CHECK(me != 0, "run_worker runs on ranks > 0; rank 0 drives a DistExecutor");
+  std::vector<int32_t> seq, msg, part_global, tmp;
+  int32_t expect_no = 0;
+  bool have_part = false;
+  const bool per_rank = comm.backend() != "nccl";
+  for (;;) {
+    if (per_rank) msg = comm.scatter({}, 0);
+    else comm.bcast(msg, 0);
+    Reader rd(msg);
+    LA_CHECK(rd.next() == kMagic, "protocol error: bad magic from rank 0 (different builds?)");
+    const int32_t cmd = rd.next();
+    const int32_t no = rd.next();
+    LA_CHECK(no == expect_no, "protocol error: message ", no, " from rank 0, expected ", expect_no);
+    ++expect_no;
+    switch (cmd) {
+      case kBegin: {
+        seq.clear();
+        apply_sync(rd, seq);
+        SampleParams sp;
+        sp.temperature = bits_float(rd.next());
+        sp.top_k = rd.next();
+        sp.top_p = bits_float(rd.next());
+        sp.seed = rd.u64();
+        sp.stream = rd.u64();
+        local.begin(seq, sp);
+        have_part = false;
+        break;
+      }
+      case kRun: {
+        if (rd.next() != 0) {
+          apply_sync(rd, seq);
+          std::vector<int32_t> path;
+          rd.take(rd.count(), path);
+          LA_CHECK(have_part, "protocol error: commit without a run");
+          local.commit(seq, local_path(part_global, path));
+        }
+        apply_sync(rd, seq);
+        const int k = rd.next();
+        LA_CHECK(k == comm.size(), "protocol error: plan split in ", k, " parts for ", comm.size(),
+                 " ranks");
+        PlanPart part;
+        bool found = false;
+        const int included = rd.count();
+        for (int i = 0; i < included; ++i) {
+          const int r = rd.next();
+          const int m = rd.count();
+          if (r != me) {
+            rd.skip(4 * m);
+            continue;
+          }
+          rd.take(m, part.plan.tokens);
+          rd.take(m, part.plan.parents);
+          rd.take(m, tmp);
+          part.plan.verify.assign(tmp.begin(), tmp.end());
+          rd.take(m, part.global);
+          found = true;
+        }
+        LA_CHECK(found, "protocol error: no part for rank ", me, " in the RUN message");
+        part.plan.validate();
+        const int cache_before = local.model().cache_len();
+        const auto tf = Clock::now();
+        auto res = local.run(seq, part.plan);
+        const double f = since(tf);
+        std::vector<int32_t> reply;
+        reply.reserve(4 + res.size());
+        reply.push_back(no);
+        reply.push_back(cache_before);
+        reply.push_back(local.last_step_tokens());
+        reply.push_back(static_cast<int32_t>(std::min(f * 1e6, 2.0e9)));
+        reply.insert(reply.end(), res.begin(), res.end());
+        comm.gather(reply, 0);
+        part_global = std::move(part.global);
+        have_part = true;
+        break;
+      }
+      case kEnd:
+        local.end();
+        have_part = false;
+        break;
+      case kShutdown:
+        return;
+      default:
+        fail("protocol error: unknown command ", cmd, " from rank 0");
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ startup check
+
+void check_agreement(Comm& comm, uint64_t model_checksum, const std::string& params) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : params) h = (h ^ c) * 1099511628211ull;
+  const auto models = comm.allgather(model_checksum);
+  const auto ps = comm.allgather(h);
+  std::string bad_model, bad_params;
+  for (int r = 1; r < comm.size(); ++r) {
+    if (models[r] != models[0]) bad_model += (bad_model.empty() ? "" : ", ") + std::to_string(r);
+    if (ps[r] != ps[0]) bad_params += (bad_params.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (bad_model.empty() && bad_params.empty()) return;
+  std::string msg = "ranks disagree with rank 0:";
+  if (!bad_model.empty()) msg += " model weights (checksum) differ on rank(s) " + bad_model + ";";
+  if (!bad_params.empty()) msg += " parameters differ on rank(s) " + bad_params + ";";
+  msg += " every rank must load the same model with the same options";
+  // Rank 0 reports (and its abort ends the job); the others wait a little so the job ends with one clear message,
+  // then fail on their own should rank 0 not abort.
+  if (comm.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(10));
+  throw Error(msg);
+}
+
+// ------------------------------------------------------------------------------------------------ guard
+
+int dist_main_guard(const std::function<int()>& body, const std::string& program) {
+  auto world = [] {
+    const int m = mpi_world_size();
+    return m > 0 ? m : launcher_size();
+  };
+  auto rank = [] {
+    const int r = mpi_world_rank();
+    return r >= 0 ? r : launcher_rank();
+  };
+  int rc = 1;
+  std::string err;
+  try {
+    if (launcher_size() > 1) mpi_init();
+    rc = body();
+  } catch (const std::exception& e) {
+    err = e.what();
+    if (err.empty()) err = "unknown error";
+  } catch (...) {
+    err = "unknown exception";
+  }
+  std::fflush(stdout);
+  const bool multi = world() > 1;
+  if (!err.empty()) {
+    if (multi) std::fprintf(stderr, "[rank %d] error: %s\n", rank(), err.c_str());
+    else std::fprintf(stderr, "%s%serror: %s\n", program.c_str(), program.empty() ? "" : ": ", err.c_str());
+    std::fflush(stderr);
+    if (multi) mpi_abort(1);
+    mpi_finalize();
+    return 1;
+  }
+  if (rc != 0 && multi) {
+    std::fprintf(stderr, "[rank %d] exiting with status %d; ending the job\n", rank(), rc);
+    std::fflush(stderr);
+    mpi_abort(rc);
+  }
+  mpi_finalize();
+  return rc;
+}
+
+}  // namespace la

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Lookahead parallelism is lossless: for every strategy `lookahead generate --help` lists (of ar, jacobi, lade,
+# trie, prompt-lookup) and K = 1, 2, 3, 4 MPI ranks, the ids generated for 12 TinyStories prompts equal the
+# single-process run's. Also: a sampled run (temperature > 0) on 3 ranks, a run through launch/mpirun.sh, and
+# --comm nccl on a CPU model is refused with a clear error.
+# labels: mpi
+# timeout: 1500
+set -u
+BUILD=$1; SRC=$2; SHARED=$3
+BIN=$BUILD/lookahead
+M=$SHARED/models/stories260K
+P=$SHARED/datasets/tinystories/prompts.jsonl
+skip() { echo "SKIP: $*"; exit 77; }
+[ -x "$BIN" ] || skip "$BIN is not built"
+[ -d "$M" ] && [ -f "$P" ] || skip "shared model or prompts missing ($M, $P)"
+command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed"
+command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+help=$("$BIN" generate --help 2>&1) || skip "lookahead generate --help failed"
+grep -q -- "--comm" <<<"$help" || skip "lookahead generate has no --comm option yet (distributed CLI not wired)"
+[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1
+
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT; trap 'exit 143' TERM INT HUP
+awk 'NR % 150 == 1' "$P" | head -n 12 > "$T/prompts.jsonl"
+common=(generate --model "$M" --input "$T/prompts.jsonl" --max-new-tokens 40 --quiet --threads 1)
+fails=0
+
+# same_ids A B: every record of A has a record with the same id in B with the same ids, and vice versa.
+same_ids() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+def load(p):
+    recs = {}
+    for line in open(p):
+        if line.strip():
+            r = json.loads(line)
+            recs[json.dumps(r.get("id"))] = r["ids"]
+    return recs
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if len(a) != 12 or set(a) != set(b):
+    print(f"    record sets differ: {len(a)} vs {len(b)} records"); sys.exit(1)
+bad = [k for k in a if a[k] != b[k]]
+for k in bad[:3]:
+    i = next((j for j, (x, y) in enumerate(zip(a[k], b[k])) if x != y), min(len(a[k]), len(b[k])))
+    print(f"    id {k}: first difference at token {i}: {a[k][i:i+5]} vs {b[k][i:i+5]}")
+sys.exit(1 if bad else 0)
+PY
+}
+
+check() {  # check NAME REF OUT RC LOG
+  local name=$1 ref=$2 out=$3 rc=$4 log=$5
+  if [ "$rc" != 0 ]; then
+    echo "FAIL: $name: exit $rc"; tail -n 15 "$log" | sed 's/^/    /'; fails=$((fails + 1))
+  elif ! same_ids "$ref" "$out"; then
+    echo "FAIL: $name: ids differ from the single-process run"; fails=$((fails + 1))
+  else
+    echo "ok: $name"
+  fi
+}
+
+strategy_help=$(grep -A2 -- "--strategy" <<<"$help")
+for s in ar jacobi lade trie prompt-lookup; do
+  if ! grep -qw -- "$s" <<<"$strategy_help"; then echo "skip: strategy $s is not listed by --help"; continue; fi
+  ref=$T/$s.ref.jsonl
+  "$BIN" "${common[@]}" --strategy "$s" --output "$ref" >"$T/log" 2>&1
+  rc=$?
+  if [ $rc != 0 ]; then
+    if grep -qi "not implemented" "$T/log"; then echo "skip: strategy $s is not implemented yet"; continue; fi
+    echo "FAIL: $s single-process run: exit $rc"; tail -n 15 "$T/log" | sed 's/^/    /'; fails=$((fails + 1)); continue
+  fi
+  for k in 1 2 3 4; do
+    out=$T/$s.k$k.jsonl
+    timeout 300 mpirun -np "$k" --oversubscribe --bind-to none "$BIN" "${common[@]}" --strategy "$s" --comm mpi \
+      --output "$out" >"$T/log" 2>&1
+    check "$s on $k rank(s)" "$ref" "$out" $? "$T/log"
+  done
+done
+
+# Sampling is position-keyed, so the ranks' samples agree and the output equals the single-process one.
+if grep -qw lade <<<"$strategy_help"; then
+  samp=(--strategy lade --temperature 0.8 --top-k 40 --seed 7)
+  "$BIN" "${common[@]}" "${samp[@]}" --output "$T/samp.ref.jsonl" >"$T/log" 2>&1
+  rc=$?
+  if [ $rc = 0 ]; then
+    timeout 300 mpirun -np 3 --oversubscribe --bind-to none "$BIN" "${common[@]}" "${samp[@]}" --comm auto \
+      --output "$T/samp.k3.jsonl" >"$T/log" 2>&1
+    check "lade sampled (T=0.8) on 3 ranks, --comm auto" "$T/samp.ref.jsonl" "$T/samp.k3.jsonl" $? "$T/log"
+  else
+    echo "FAIL: sampled single-process run: exit $rc"; tail -n 15 "$T/log" | sed 's/^/    /'; fails=$((fails + 1))
+  fi
+fi
+
+# The launcher wrapper (root variables, --oversubscribe, binding, env passing).
+ws=ar
+grep -qw trie <<<"$strategy_help" && [ -f "$T/trie.ref.jsonl" ] && ws=trie
+LOOKAHEAD_BIN=$BIN LA_LAUNCH_QUIET=1 timeout 300 "$SRC/launch/mpirun.sh" -np 3 "${common[@]}" --strategy "$ws" \
+  --output "$T/wrap.jsonl" >"$T/log" 2>&1
+check "launch/mpirun.sh -np 3 ($ws)" "$T/$ws.ref.jsonl" "$T/wrap.jsonl" $? "$T/log"
+
+# --comm nccl without a CUDA model (or without NCCL in the build): a clear error, not a hang or a crash.
+timeout 60 "$BIN" "${common[@]}" --strategy ar --comm nccl --device cpu --output "$T/nccl.jsonl" >"$T/log" 2>&1
+rc=$?
+if [ $rc != 0 ] && [ $rc -lt 124 ] && grep -qi nccl "$T/log"; then
+  echo "ok: --comm nccl on cpu refused: $(grep -i nccl "$T/log" | head -n 1)"
+else
+  echo "FAIL: --comm nccl on cpu: exit $rc"; sed 's/^/    /' "$T/log" | tail -n 5; fails=$((fails + 1))
+fi
+
+[ $fails = 0 ] && echo "PASS" || echo "$fails failure(s)"
+[ $fails = 0 ]
