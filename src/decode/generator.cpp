@@ -26,6 +26,7 @@ void RequestStats::add(const RequestStats& o) {
   draft_s += o.draft_s;
   forward_s += o.forward_s;
   verify_s += o.verify_s;
+  commit_s += o.commit_s;
 }
 
 void check_fits(const ModelConfig& cfg, size_t prompt_tokens, int max_new_tokens) {
@@ -68,6 +69,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
     std::vector<int32_t> results = exec_.run(seq, plan);
     const auto t2 = Clock::now();
     Verdict v = verifier_ ? verifier_(plan, results) : verify_plan(plan, results);
+    const auto t2v = Clock::now();
     const std::vector<int32_t> before = seq;
     int kept = 0;
     for (int32_t tok : v.tokens) {
@@ -90,7 +92,8 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
     st.accept_hist[kept]++;
     st.draft_s += secs(t0, t1) + secs(t3, t4);
     st.forward_s += secs(t1, t2);
-    st.verify_s += secs(t2, t3);
+    st.verify_s += secs(t2, t2v);
+    st.commit_s += secs(t2v, t3);
     if (on_tokens) on_tokens(r.ids);
   }
   strategy_.end_request(seq);

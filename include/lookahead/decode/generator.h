@@ -25,7 +25,7 @@ struct RequestStats {
   int64_t lookahead_tokens = 0;  // non-verify nodes planned, summed over steps
   int64_t step_tokens = 0;       // plan nodes (root included), summed over steps
   std::vector<int64_t> accept_hist;  // accept_hist[k]: steps that produced k new tokens
-  double seconds = 0, prefill_s = 0, draft_s = 0, forward_s = 0, verify_s = 0;
+  double seconds = 0, prefill_s = 0, draft_s = 0, forward_s = 0, verify_s = 0, commit_s = 0;
   std::string finish_reason;     // eos | length
   double compression() const { return steps ? double(new_tokens) / steps : 0.0; }
   double mean_accepted() const;  // mean draft tokens accepted per step (new tokens per step minus one)

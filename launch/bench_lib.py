@@ -1,0 +1,39 @@
+"""Helpers for the benchmark scripts: run `lookahead generate` with --stats-json and tabulate."""
+import json, os, subprocess, sys, tempfile
+
+BIN = os.environ.get("LOOKAHEAD_BIN", os.path.join(os.path.dirname(__file__), "..", "build", "lookahead"))
+
+
+def prompts_file(dataset, n, out_dir, shared):
+    """Writes n prompts of a shared dataset as {"id","prompt"} JSONL; returns its path."""
+    recs = []
+    if dataset == "tinystories":
+        for l in open(os.path.join(shared, "datasets/tinystories/prompts.jsonl")):
+            recs.append(json.loads(l))
+    elif dataset == "dolly":
+        for i, l in enumerate(open(os.path.join(shared, "datasets/dolly_subset/dolly.jsonl"))):
+            recs.append({"id": f"dolly-{i}", "prompt": json.loads(l)["prompt"]})
+    elif dataset == "gsm8k":
+        for i, l in enumerate(open(os.path.join(shared, "datasets/gsm8k/test.jsonl"))):
+            recs.append({"id": f"gsm8k-{i}", "prompt": "Question: " + json.loads(l)["question"] + "\nAnswer:"})
+    else:
+        raise SystemExit(f"unknown dataset {dataset}")
+    path = os.path.join(out_dir, f"{dataset}-{n}.jsonl")
+    with open(path, "w") as f:
+        for r in recs[:n]:
+            f.write(json.dumps({"id": r["id"], "prompt": r["prompt"]}) + "\n")
+    return path
+
+
+def run(model, prompts, strategy, max_new, out_dir, extra=()):
+    tag = f"{os.path.basename(model.rstrip('/')).replace(':', '_')}-{os.path.basename(prompts)}-{strategy}"
+    out = os.path.join(out_dir, tag + ".jsonl")
+    stats = os.path.join(out_dir, tag + ".stats.json")
+    cmd = [BIN, "generate", "--model", model, "--input", prompts, "--output", out, "--max-new-tokens", str(max_new),
+           "--strategy", strategy, "--stats-json", stats, "--quiet", *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{r.stderr}")
+    s = json.load(open(stats))
+    recs = [json.loads(l) for l in open(out)]
+    return s, [r["ids"] for r in recs]

@@ -1,0 +1,405 @@
+#!/usr/bin/env bash
+# Strong scaling of lookahead parallelism (LP): K = 1, 2, 4, 8 replicas on the same prompts. Prints one table
+# (step ms, S = tokens per step, tokens/s, speedup over K=1, mean forward tokens per rank), writes it as CSV and
+# draws it as a PNG, and checks that every run's output ids equal K=1's ("lossless: yes/no").
+#
+#   launch/strong-scaling.sh                                  # CPU: stories260K, fp32, lade, 8 prompts x 96 tokens
+#   launch/strong-scaling.sh --model random:tinyllama-1.1b --num-prompts 2 --tokens 16
+#   launch/strong-scaling.sh --device cuda --dtype fp16 --model random:tinyllama-1.1b    # the GPU machine
+#   launch/strong-scaling.sh --device cuda --dtype fp16 --model random:llama-2-7b
+#   launch/strong-scaling.sh --plot build/strong-scaling.csv [--out build/strong-scaling.png]   # PNG from a CSV
+#
+# Options: --model M (../shared/models/stories260K) --device cpu|cuda --dtype fp32|fp16|bf16 --strategy S (lade)
+#   --prompts FILE (../shared/datasets/tinystories/prompts.jsonl) --num-prompts N (8) --tokens N (96)
+#   --ks 1,2,4,8  --threads N (CPU threads per process, passed as --threads; default: libtorch's / mpirun.sh's)
+#   --latency-us X (skip the measurement and use X)  --real auto|no (real MPI runs, default auto)
+#   --out PNG (build/strong-scaling.png; the CSV goes next to it, .csv)  --workdir DIR (kept; default a temp dir)
+#   --extra "ARGS" (more `lookahead generate` options, e.g. "--window 7 --guesses 7")
+#
+# Rows (modes) per K:
+#   modelled      K devices, from the simulation: `generate --simulate-ranks K` splits every step exactly as a
+#                 K-rank job does (partition_plan), runs the K parts one after another on this one device (shared
+#                 weights, one KV cache per replica), and times each part's forward. Model of one K-device step:
+#                     step = max_r forward_r + L            (L = collective latency; none at K = 1)
+#                 and of the whole run: measured wall - all replica work in sequence (prefill, forwards, commits)
+#                 + per call the slowest replica's work + L per step (drafting, partitioning, merging and
+#                 verification on rank 0 stay as measured).
+#   measured-seq  the same simulation's own wall clock (the K forwards in sequence on one device).
+#   measured-mpi  a real K-rank job (launch/mpirun.sh -np K) on this machine, where memory allows: on a
+#                 machine with fewer cores/GPUs than K the ranks share them (noted: "oversubscribed", "share 1 GPU"),
+#                 so these numbers are NOT K-device numbers. K = 1 is a plain one-process run.
+#   Speedup = tokens/s over the same mode's K = 1. S is the same for every K: LP splits the step, not the plan.
+#
+# Collective latency L: measured here, unless --latency-us is given, with a real 2-rank MPI job on the CPU
+# (stories260K, so the forwards are ~1 ms): from its --stats-json "dist" counters,
+#     L = (broadcast_s + forward_rank0_s + gather_wait_s - max_forward_s) / steps
+# i.e. per step, rank 0's time in the scatter of the parts plus the wait for the replies beyond the slowest
+# forward: one RUN round trip of the real protocol. Best (smallest) of 3 runs. On a multi-GPU node the real
+# transport is NCCL / another MPI path; pass its latency with --latency-us (e.g. from a real run's dist counters).
+# On the GPU machine (one GPU) the measurement is MPI between two CPU processes on the same node.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SHARED=$(cd "$ROOT/.." && pwd)/shared
+BUILD=${LOOKAHEAD_BUILD:-$ROOT/build}
+LA=$BUILD/lookahead
+
+MODEL=$SHARED/models/stories260K
+DEVICE=cpu
+DTYPE=fp32
+STRATEGY=lade
+PROMPTS=$SHARED/datasets/tinystories/prompts.jsonl
+NPROMPTS=8
+TOKENS=96
+KS=1,2,4,8
+THREADS=""
+LATENCY=""
+REAL=auto
+OUTPNG=$BUILD/strong-scaling.png
+WORK=""
+EXTRA=""
+PLOT_CSV=""
+die() { echo "strong-scaling.sh: $*" >&2; exit 2; }
+log() { echo "[strong-scaling] $*" >&2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) MODEL=$2; shift 2 ;;
+    --device) DEVICE=$2; shift 2 ;;
+    --dtype) DTYPE=$2; shift 2 ;;
+    --strategy) STRATEGY=$2; shift 2 ;;
+    --prompts) PROMPTS=$2; shift 2 ;;
+    --num-prompts) NPROMPTS=$2; shift 2 ;;
+    --tokens) TOKENS=$2; shift 2 ;;
+    --ks) KS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --latency-us) LATENCY=$2; shift 2 ;;
+    --real) REAL=$2; shift 2 ;;
+    --out) OUTPNG=$2; shift 2 ;;
+    --workdir) WORK=$2; shift 2 ;;
+    --extra) EXTRA=$2; shift 2 ;;
+    --plot) PLOT_CSV=$2; shift 2 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (--help)" ;;
+  esac
+done
+[[ "$NPROMPTS" =~ ^[1-9][0-9]*$ ]] || die "--num-prompts must be a positive integer"
+[[ "$TOKENS" =~ ^[1-9][0-9]*$ ]] || die "--tokens must be a positive integer"
+[[ "$KS" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--ks must be a comma list of rank counts"
+[ -z "$LATENCY" ] || [[ "$LATENCY" =~ ^[0-9]+([.][0-9]*)?$ ]] || die "--latency-us must be a number >= 0"
+[ "$REAL" = auto ] || [ "$REAL" = no ] || die "--real must be auto or no"
+case "$OUTPNG" in *.png) OUTCSV=${OUTPNG%.png}.csv ;; *) OUTCSV=$OUTPNG.csv ;; esac
+
+# Python for the table and the plot: the setup venv's if it exists, else python3.
+pick_python() {
+  local v
+  v=$(cat "$BUILD/.venv-path" 2>/dev/null || true)
+  if [ -n "$v" ] && [ -x "$v/bin/python" ]; then echo "$v/bin/python"; else command -v python3; fi
+}
+
+ANALYZE=$(cat <<'PYEOF'
+import csv, json, math, os, sys
+mode = sys.argv[1]
+
+def draw(rows, png, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:
+        print(f"PNG not written: matplotlib unavailable ({e}); the CSV holds the table", file=sys.stderr)
+        return False
+    styles = {"modelled": ("tab:blue", "o", "-"), "measured-seq": ("tab:gray", "s", ":"),
+              "measured-mpi": ("tab:red", "^", "--")}
+    labels = {"modelled": "modelled: K devices (slowest replica + latency)",
+              "measured-seq": "measured: simulation, K forwards in sequence on 1 device",
+              "measured-mpi": "measured: real K-rank MPI job on this machine (shared cores/GPU)"}
+    fig, ax = plt.subplots(1, 3, figsize=(16, 5.2))
+    for m in ["modelled", "measured-seq", "measured-mpi"]:
+        rs = sorted([r for r in rows if r["mode"] == m], key=lambda r: int(r["K"]))
+        if not rs:
+            continue
+        c, mk, ls = styles[m]
+        ks = [int(r["K"]) for r in rs]
+        ax[0].plot(ks, [float(r["tokens_per_s"]) for r in rs], color=c, marker=mk, ls=ls, label=labels[m])
+        sp = [(int(r["K"]), float(r["speedup"])) for r in rs if r["speedup"] not in ("", "nan")]
+        if sp:
+            ax[1].plot([k for k, _ in sp], [v for _, v in sp], color=c, marker=mk, ls=ls, label=labels[m])
+        ax[2].plot(ks, [float(r["step_ms"]) for r in rs], color=c, marker=mk, ls=ls, label=labels[m])
+    allk = sorted({int(r["K"]) for r in rows})
+    ax[1].plot(allk, [1.0] * len(allk), color="black", lw=0.8, ls="-", alpha=0.5)
+    for a, t, y in [(ax[0], "tokens/s", "tokens / s"), (ax[1], "speedup over K=1 (same mode)", "speedup"),
+                    (ax[2], "time per step", "ms / step")]:
+        a.set_xscale("log", base=2)
+        a.set_xticks(allk)
+        a.set_xticklabels([str(k) for k in allk])
+        a.set_xlabel("K (ranks / replicas)")
+        a.set_ylabel(y)
+        a.set_title(t)
+        a.grid(True, alpha=0.3)
+    ax[2].set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+    ax[2].yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax[2].yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    h, l = ax[0].get_legend_handles_labels()
+    fig.legend(h, l, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(png, dpi=110)
+    print(f"PNG: {png}")
+    return True
+
+def table(rows):
+    cols = [("K", "K"), ("mode", "mode"), ("step_ms", "step ms"), ("S", "S"), ("tokens_per_s", "tokens/s"),
+            ("speedup", "speedup"), ("tokens_per_rank", "tok/rank"), ("note", "note")]
+    def fmt(k, v):
+        if v in ("", None):
+            return "-"
+        if k in ("step_ms", "tokens_per_s"):
+            v = float(v); return f"{v:.1f}" if v >= 10 else f"{v:.3f}"
+        if k in ("S", "speedup", "tokens_per_rank"):
+            return f"{float(v):.2f}"
+        return str(v)
+    cells = [[h for _, h in cols]] + [[fmt(k, r[k]) for k, _ in cols] for r in rows]
+    w = [max(len(c[i]) for c in cells) for i in range(len(cols))]
+    for j, c in enumerate(cells):
+        print("  ".join(c[i].ljust(w[i]) if i in (1, 7) else c[i].rjust(w[i]) for i in range(len(cols))).rstrip())
+        if j == 0:
+            print("  ".join("-" * x for x in w))
+
+if mode == "plot":
+    csvp, png = sys.argv[2], sys.argv[3]
+    rows = list(csv.DictReader(open(csvp)))
+    table(rows)
+    draw(rows, png, os.path.basename(csvp))
+    sys.exit(0)
+
+work, ks, cores, csvp, png, title = sys.argv[2], [int(k) for k in sys.argv[3].split(",")], int(sys.argv[4]), \
+    sys.argv[5], sys.argv[6], sys.argv[7]
+lat = float(sys.argv[8])
+gpus = int(sys.argv[9])
+device = sys.argv[10]
+
+def load(p):
+    try:
+        return json.load(open(p))
+    except Exception:
+        return None
+
+def ids(p):
+    try:
+        return [json.loads(l)["ids"] for l in open(p) if l.strip()]
+    except Exception:
+        return None
+
+rows, ref, lossless, checked = [], None, True, []
+base = {}
+for k in ks:
+    sim = load(f"{work}/sim-{k}.json")
+    if sim and "simulation" in sim:
+        s, agg = sim["simulation"], sim["aggregate"]
+        S = agg["compression"]
+        for m, ms, tps in [("modelled", s["modelled_step_ms"], s["modelled_tokens_per_s"]),
+                           ("measured-seq", s["measured_step_ms"], s["measured_tokens_per_s"])]:
+            note = (f"max fwd {s['max_forward_ms_mean']:.1f} ms + L {s['collective_latency_us']:.0f} us"
+                    if m == "modelled" and k > 1 else ("K fwds in sequence" if m == "measured-seq" and k > 1 else ""))
+            if s.get("disagreements", 0):
+                note += f" DISAGREEMENTS {s['disagreements']}"
+            rows.append(dict(K=k, mode=m, step_ms=ms, S=S, tokens_per_s=tps, tokens_per_rank=s["mean_tokens_per_rank"],
+                             note=note))
+    real = load(f"{work}/real-{k}.json")
+    if real:
+        agg = real["aggregate"]
+        d = real.get("dist")
+        tpr = d["step_tokens"] / d["steps"] / k if d and d.get("steps") and "step_tokens" in d else \
+            (agg["step_tokens_per_step"] if k == 1 else "")
+        if k == 1:
+            note = "1 process"
+        else:
+            note = f"MPI {k} ranks"
+            if device == "cpu":
+                note += f", {cores} cores" + (" oversubscribed" if k > cores else " shared")
+            else:
+                note += f", share {gpus} GPU" if gpus < k else ""
+            if d:
+                note += f", step - max fwd {(d['run_s'] - d['max_forward_s']) / max(d['steps'], 1) * 1e3:.2f} ms"
+        rows.append(dict(K=k, mode="measured-mpi", step_ms=agg["seconds"] / max(agg["steps"], 1) * 1e3,
+                         S=agg["compression"], tokens_per_s=agg["tokens_per_s"], tokens_per_rank=tpr, note=note))
+    elif os.path.exists(f"{work}/real-{k}.skip"):
+        rows.append(dict(K=k, mode="measured-mpi", step_ms="", S="", tokens_per_s="", tokens_per_rank="",
+                         note="skipped: " + open(f"{work}/real-{k}.skip").read().strip()))
+    for name in (f"sim-{k}", f"real-{k}"):
+        o = ids(f"{work}/{name}.jsonl")
+        if o is None:
+            continue
+        if ref is None:
+            ref = (name, o)
+        same = o == ref[1]
+        lossless = lossless and same
+        checked.append(f"{name}{'' if same else ' DIFFERS'}")
+for r in rows:
+    b = [x for x in rows if x["mode"] == r["mode"] and x["K"] == min(ks) and x["tokens_per_s"] not in ("", 0)]
+    r["speedup"] = r["tokens_per_s"] / b[0]["tokens_per_s"] if b and r["tokens_per_s"] != "" else ""
+order = {"modelled": 0, "measured-seq": 1, "measured-mpi": 2}
+rows.sort(key=lambda r: (r["K"], order[r["mode"]]))
+with open(csvp, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=["K", "mode", "step_ms", "S", "tokens_per_s", "speedup", "tokens_per_rank", "note"])
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+print(title)
+table(rows)
+print(f"lossless: {'yes' if lossless and ref else 'no'} (every run's output ids vs {ref[0] if ref else '-'}: "
+      f"{', '.join(checked)})")
+print(f"CSV: {csvp}")
+draw(rows, png, title)
+sys.exit(0 if lossless and ref else 1)
+PYEOF
+)
+
+if [ -n "$PLOT_CSV" ]; then
+  PY=$(pick_python)
+  exec "$PY" -c "$ANALYZE" plot "$PLOT_CSV" "$OUTPNG"
+fi
+
+# ---- setup ----
+if [ ! -x "$LA" ]; then
+  log "building (launch/setup.sh)"
+  "$ROOT/launch/setup.sh" || die "setup failed"
+fi
+grep -q -- "--simulate-ranks" <<<"$("$LA" generate --help 2>&1)" || die "$LA has no --simulate-ranks (rebuild)"
+PY=$(pick_python)
+if ! "$PY" -c "import matplotlib" 2>/dev/null; then
+  log "installing matplotlib into $("$PY" -c 'import sys; print(sys.prefix)')"
+  "$PY" -m pip install -q --disable-pip-version-check matplotlib >/dev/null 2>&1 ||
+    log "could not install matplotlib: no PNG (the table and CSV are still written)"
+fi
+if [ -z "$WORK" ]; then WORK=$(mktemp -d /tmp/la-scaling-XXXXXX); fi
+mkdir -p "$WORK" "$(dirname "$OUTPNG")"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LA_LAUNCH_QUIET=1
+[ -f "$PROMPTS" ] || die "--prompts file '$PROMPTS' does not exist"
+grep -v '^[[:space:]]*$' "$PROMPTS" | head -n "$NPROMPTS" > "$WORK/prompts.jsonl"
+CORES=$(nproc)
+GPUS=0
+if [ "$DEVICE" = cuda ] && command -v nvidia-smi >/dev/null 2>&1; then GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
+read -r -a EXTRA_ARGS <<< "$EXTRA"
+GEN=(generate --model "$MODEL" --device "$DEVICE" --dtype "$DTYPE" --strategy "$STRATEGY" --input "$WORK/prompts.jsonl"
+     --max-new-tokens "$TOKENS" --quiet "${EXTRA_ARGS[@]}")
+[ -n "$THREADS" ] && GEN+=(--threads "$THREADS")
+log "work dir $WORK; model $MODEL ($DEVICE, $DTYPE), strategy $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, K = $KS"
+
+# ---- collective latency ----
+if [ -z "$LATENCY" ]; then
+  LMODEL=$SHARED/models/stories260K
+  [ -d "$LMODEL" ] || LMODEL=random:stories260k
+  best=""
+  for rep in 1 2 3; do
+    if "$ROOT/launch/mpirun.sh" -np 2 generate --model "$LMODEL" --prompt "Once upon a time, there was a little" \
+        --strategy "$STRATEGY" --max-new-tokens 64 --quiet --stats-json "$WORK/latency-$rep.json" \
+        >"$WORK/latency-$rep.log" 2>&1; then
+      v=$("$PY" -c "
+import json,sys; d=json.load(open(sys.argv[1]))['dist']
+print((d['broadcast_s'] + d['forward_rank0_s'] + d['gather_wait_s'] - d['max_forward_s']) / d['steps'] * 1e6)" \
+        "$WORK/latency-$rep.json")
+      log "collective latency, 2-rank MPI run $rep: $v us/step"
+      if [ -z "$best" ] || "$PY" -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$v" "$best"; then best=$v; fi
+    else
+      log "2-rank MPI latency run failed ($WORK/latency-$rep.log)"
+    fi
+  done
+  if [ -z "$best" ]; then
+    log "collective latency NOT measured (no working 2-rank MPI job): using 0"
+    LATENCY=0
+  else
+    LATENCY=$(printf '%.1f' "$best")
+  fi
+fi
+log "collective latency L = $LATENCY us per step"
+
+# ---- memory needed by K real replicas (weights + KV cache), to skip runs that cannot fit ----
+NEED=$("$PY" - "$MODEL" "$DTYPE" <<'PYEOF'
+import json, os, sys
+m, dt = sys.argv[1], sys.argv[2]
+presets = {"stories260k": (64, 172, 5, 8, 4, 512, 512, True), "llama2xs": (64, 192, 5, 8, 4, 512, 256, True),
+           "tinyllama-1.1b": (2048, 5632, 22, 32, 4, 32000, 2048, False),
+           "llama-2-7b": (4096, 11008, 32, 32, 32, 32000, 4096, False),
+           "smollm2-360m": (960, 2560, 32, 15, 5, 49152, 8192, True),
+           "llama-3.2-1b": (2048, 8192, 16, 32, 8, 128256, 131072, True),
+           "qwen2-0.5b": (896, 4864, 24, 14, 2, 151936, 32768, True)}
+rnd = m.startswith("random:")
+try:
+    if rnd:
+        h, i, l, nh, kv, v, mp, tied = presets[m[7:].split(":")[0].lower()]
+        hd = h // nh
+    else:
+        c = json.load(open(os.path.join(m, "config.json")))
+        h, i, l, nh = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"]
+        kv, v, mp = c.get("num_key_value_heads", nh), c["vocab_size"], c.get("max_position_embeddings", 2048)
+        tied, hd = c.get("tie_word_embeddings", False), c.get("head_dim") or h // nh
+except Exception:
+    print("0 0"); sys.exit()
+p = v * h * (1 if tied else 2) + l * (h * nh * hd * 2 + 2 * h * kv * hd + 3 * h * i + 2 * h) + h
+b = {"fp32": 4, "fp16": 2, "bf16": 2}[dt]
+dev = p * b + (mp + 256) * kv * hd * 2 * l * b
+host = p * 4 if rnd else 0  # random weights are drawn in fp32 on the host first
+print(int(dev), int(host))
+PYEOF
+)
+read -r NEED_DEV NEED_HOST <<< "$NEED"
+mem_avail=$(awk '/MemAvailable/ {printf "%d", $2 * 1024}' /proc/meminfo)
+gpu_free=0
+if [ "$DEVICE" = cuda ] && [ "$GPUS" -gt 0 ]; then
+  gpu_free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
+  gpu_free=$(( ${gpu_free:-0} * 1024 * 1024 ))
+fi
+real_skip_reason() {  # real_skip_reason K: prints why a K-rank real run is skipped (nothing: run it)
+  local k=$1
+  [ "$REAL" = no ] && { echo "--real no"; return; }
+  [ "$k" -gt 1 ] && ! command -v mpirun >/dev/null 2>&1 && { echo "no mpirun"; return; }
+  if [ "$DEVICE" = cpu ]; then
+    local need=$(( k * (NEED_DEV > NEED_HOST ? NEED_DEV : NEED_HOST) ))
+    [ "$need" -gt $(( mem_avail * 85 / 100 )) ] &&
+      { echo "needs ~$((need >> 30)) GiB RAM for $k replicas, $((mem_avail >> 30)) GiB available"; return; }
+  else
+    local per=$(( GPUS > 0 ? (k + GPUS - 1) / GPUS : k ))
+    [ $(( per * NEED_DEV )) -gt $(( gpu_free * 90 / 100 )) ] &&
+      { echo "needs ~$(( per * NEED_DEV >> 30 )) GiB on one GPU for $per replicas, $((gpu_free >> 30)) GiB free"; return; }
+    [ $(( k * NEED_HOST )) -gt $(( mem_avail * 85 / 100 )) ] &&
+      { echo "needs ~$(( k * NEED_HOST >> 30 )) GiB host RAM to draw $k random replicas"; return; }
+  fi
+}
+
+# ---- runs ----
+STATUS=0
+for k in ${KS//,/ }; do
+  log "K=$k: simulation (one process, $k replicas in sequence)"
+  t0=$(date +%s.%N)
+  if ! "$LA" "${GEN[@]}" --simulate-ranks "$k" --collective-latency-us "$LATENCY" --output "$WORK/sim-$k.jsonl" \
+      --stats-json "$WORK/sim-$k.json" >"$WORK/sim-$k.log" 2>&1; then
+    log "K=$k simulation failed:"; tail -5 "$WORK/sim-$k.log" >&2; STATUS=1
+  fi
+  log "K=$k: simulation took $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s"
+  why=$(real_skip_reason "$k")
+  if [ -n "$why" ]; then
+    log "K=$k: real run skipped: $why"
+    echo "$why" > "$WORK/real-$k.skip"
+    continue
+  fi
+  if [ "$k" = 1 ]; then
+    log "K=1: real run (one process)"
+    "$LA" "${GEN[@]}" --output "$WORK/real-1.jsonl" --stats-json "$WORK/real-1.json" >"$WORK/real-1.log" 2>&1 ||
+      { log "K=1 real run failed:"; tail -5 "$WORK/real-1.log" >&2; STATUS=1; }
+  else
+    log "K=$k: real run (launch/mpirun.sh -np $k)"
+    "$ROOT/launch/mpirun.sh" -np "$k" "${GEN[@]}" --output "$WORK/real-$k.jsonl" --stats-json "$WORK/real-$k.json" \
+      >"$WORK/real-$k.log" 2>&1 || { log "K=$k real run failed:"; tail -5 "$WORK/real-$k.log" >&2; STATUS=1; }
+  fi
+done
+
+# ---- table, CSV, PNG, lossless check ----
+TITLE="LP strong scaling: $(basename "$MODEL") ($DEVICE, $DTYPE), $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, L = $LATENCY us/step, $CORES cores${GPUS:+, $GPUS GPU}"
+[ "$GPUS" = 0 ] && TITLE="LP strong scaling: $(basename "$MODEL") ($DEVICE, $DTYPE), $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, L = $LATENCY us/step, $CORES cores"
+echo
+"$PY" -c "$ANALYZE" run "$WORK" "$KS" "$CORES" "$OUTCSV" "$OUTPNG" "$TITLE" "$LATENCY" "$GPUS" "$DEVICE" || STATUS=1
+echo "(modelled: K devices, step = slowest replica's forward + L; measured-seq: the simulation's wall, K forwards"
+echo " in sequence on one device; measured-mpi: a real K-rank job on this machine. Speedup vs the same mode at K=1."
+echo " Work files: $WORK)"
+exit $STATUS
