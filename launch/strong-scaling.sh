@@ -14,6 +14,7 @@
 #   --ks 1,2,4,8  --threads N (CPU threads per process, passed as --threads; default: libtorch's / mpirun.sh's)
 #   --latency-us X (skip the measurement and use X)  --real auto|no (real MPI runs, default auto)
 #   --out PNG (build/strong-scaling.png; the CSV goes next to it, .csv)  --workdir DIR (kept; default a temp dir)
+#   --reuse (with --workdir: keep the runs and the latency already there, run only what is missing)
 #   --extra "ARGS" (more `lookahead generate` options, e.g. "--window 7 --guesses 7")
 #
 # Rows (modes) per K:
@@ -34,7 +35,8 @@
 # (stories260K, so the forwards are ~1 ms): from its --stats-json "dist" counters,
 #     L = (broadcast_s + forward_rank0_s + gather_wait_s - max_forward_s) / steps
 # i.e. per step, rank 0's time in the scatter of the parts plus the wait for the replies beyond the slowest
-# forward: one RUN round trip of the real protocol. Best (smallest) of 3 runs. On a multi-GPU node the real
+# forward: one RUN round trip of the real protocol. Best (smallest) of 5 runs (other load on the machine only
+# adds to it). On a multi-GPU node the real
 # transport is NCCL / another MPI path; pass its latency with --latency-us (e.g. from a real run's dist counters).
 # On the GPU machine (one GPU) the measurement is MPI between two CPU processes on the same node.
 set -uo pipefail
@@ -58,6 +60,7 @@ OUTPNG=$BUILD/strong-scaling.png
 WORK=""
 EXTRA=""
 PLOT_CSV=""
+REUSE=0
 die() { echo "strong-scaling.sh: $*" >&2; exit 2; }
 log() { echo "[strong-scaling] $*" >&2; }
 while [ $# -gt 0 ]; do
@@ -77,7 +80,8 @@ while [ $# -gt 0 ]; do
     --workdir) WORK=$2; shift 2 ;;
     --extra) EXTRA=$2; shift 2 ;;
     --plot) PLOT_CSV=$2; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --reuse) REUSE=1; shift ;;
+    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (--help)" ;;
   esac
 done
@@ -114,7 +118,8 @@ def draw(rows, png, title):
               "measured-mpi": "measured: real K-rank MPI job on this machine (shared cores/GPU)"}
     fig, ax = plt.subplots(1, 3, figsize=(16, 5.2))
     for m in ["modelled", "measured-seq", "measured-mpi"]:
-        rs = sorted([r for r in rows if r["mode"] == m], key=lambda r: int(r["K"]))
+        rs = sorted([r for r in rows if r["mode"] == m and r["tokens_per_s"] not in ("", None)],
+                    key=lambda r: int(r["K"]))
         if not rs:
             continue
         c, mk, ls = styles[m]
@@ -138,7 +143,9 @@ def draw(rows, png, title):
     ax[2].set_yscale("log")
     from matplotlib.ticker import FormatStrFormatter
     ax[2].yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax[2].yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    lo, hi = ax[2].get_ylim()
+    if hi / lo < 8:  # within a decade: label the minor ticks too
+        ax[2].yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     h, l = ax[0].get_legend_handles_labels()
     fig.legend(h, l, loc="lower center", ncol=3, fontsize=9, frameon=False)
     fig.suptitle(title, fontsize=11)
@@ -223,10 +230,15 @@ for k in ks:
                 note += f", step - max fwd {(d['run_s'] - d['max_forward_s']) / max(d['steps'], 1) * 1e3:.2f} ms"
         rows.append(dict(K=k, mode="measured-mpi", step_ms=agg["seconds"] / max(agg["steps"], 1) * 1e3,
                          S=agg["compression"], tokens_per_s=agg["tokens_per_s"], tokens_per_rank=tpr, note=note))
-    elif os.path.exists(f"{work}/real-{k}.skip"):
-        rows.append(dict(K=k, mode="measured-mpi", step_ms="", S="", tokens_per_s="", tokens_per_rank="",
-                         note="skipped: " + open(f"{work}/real-{k}.skip").read().strip()))
+    else:
+        for what in ("skip", "failed"):
+            if os.path.exists(f"{work}/real-{k}.{what}"):
+                rows.append(dict(K=k, mode="measured-mpi", step_ms="", S="", tokens_per_s="", tokens_per_rank="",
+                                 note=("skipped: " if what == "skip" else "failed: ") +
+                                 open(f"{work}/real-{k}.{what}").read().strip()))
     for name in (f"sim-{k}", f"real-{k}"):
+        if not os.path.exists(f"{work}/{name}.json"):  # no stats: the run did not finish
+            continue
         o = ids(f"{work}/{name}.jsonl")
         if o is None:
             continue
@@ -274,7 +286,9 @@ if ! "$PY" -c "import matplotlib" 2>/dev/null; then
 fi
 if [ -z "$WORK" ]; then WORK=$(mktemp -d /tmp/la-scaling-XXXXXX); fi
 mkdir -p "$WORK" "$(dirname "$OUTPNG")"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LA_LAUNCH_QUIET=1
+# A private copy of the binary: a rebuild of build/lookahead during the runs cannot disturb them.
+cp "$LA" "$WORK/lookahead.bin" && LA=$WORK/lookahead.bin
+export LOOKAHEAD_BIN=$LA OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LA_LAUNCH_QUIET=1
 [ -f "$PROMPTS" ] || die "--prompts file '$PROMPTS' does not exist"
 grep -v '^[[:space:]]*$' "$PROMPTS" | head -n "$NPROMPTS" > "$WORK/prompts.jsonl"
 CORES=$(nproc)
@@ -287,11 +301,12 @@ GEN=(generate --model "$MODEL" --device "$DEVICE" --dtype "$DTYPE" --strategy "$
 log "work dir $WORK; model $MODEL ($DEVICE, $DTYPE), strategy $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, K = $KS"
 
 # ---- collective latency ----
+if [ -z "$LATENCY" ] && [ $REUSE = 1 ] && [ -s "$WORK/latency-us" ]; then LATENCY=$(cat "$WORK/latency-us"); fi
 if [ -z "$LATENCY" ]; then
   LMODEL=$SHARED/models/stories260K
   [ -d "$LMODEL" ] || LMODEL=random:stories260k
   best=""
-  for rep in 1 2 3; do
+  for rep in 1 2 3 4 5; do
     if "$ROOT/launch/mpirun.sh" -np 2 generate --model "$LMODEL" --prompt "Once upon a time, there was a little" \
         --strategy "$STRATEGY" --max-new-tokens 64 --quiet --stats-json "$WORK/latency-$rep.json" \
         >"$WORK/latency-$rep.log" 2>&1; then
@@ -312,6 +327,7 @@ print((d['broadcast_s'] + d['forward_rank0_s'] + d['gather_wait_s'] - d['max_for
     LATENCY=$(printf '%.1f' "$best")
   fi
 fi
+echo "$LATENCY" > "$WORK/latency-us"
 log "collective latency L = $LATENCY us per step"
 
 # ---- memory needed by K real replicas (weights + KV cache), to skip runs that cannot fit ----
@@ -337,21 +353,21 @@ try:
 except Exception:
     print("0 0"); sys.exit()
 p = v * h * (1 if tied else 2) + l * (h * nh * hd * 2 + 2 * h * kv * hd + 3 * h * i + 2 * h) + h
+fused = l * (h * nh * hd + 2 * h * kv * hd + 2 * h * i)  # the loader keeps fused qkv and gate/up copies too
 b = {"fp32": 4, "fp16": 2, "bf16": 2}[dt]
-dev = p * b + (mp + 256) * kv * hd * 2 * l * b
+dev = (p + fused) * b + (mp + 256) * kv * hd * 2 * l * b
 host = p * 4 if rnd else 0  # random weights are drawn in fp32 on the host first
 print(int(dev), int(host))
 PYEOF
 )
 read -r NEED_DEV NEED_HOST <<< "$NEED"
-mem_avail=$(awk '/MemAvailable/ {printf "%d", $2 * 1024}' /proc/meminfo)
-gpu_free=0
-if [ "$DEVICE" = cuda ] && [ "$GPUS" -gt 0 ]; then
-  gpu_free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
-  gpu_free=$(( ${gpu_free:-0} * 1024 * 1024 ))
-fi
 real_skip_reason() {  # real_skip_reason K: prints why a K-rank real run is skipped (nothing: run it)
-  local k=$1
+  local k=$1 mem_avail gpu_free=0
+  mem_avail=$(( $(awk '/MemAvailable/ {print $2}' /proc/meminfo) * 1024 ))
+  if [ "$DEVICE" = cuda ] && [ "$GPUS" -gt 0 ]; then
+    gpu_free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
+    gpu_free=$(( ${gpu_free:-0} * 1024 * 1024 ))
+  fi
   [ "$REAL" = no ] && { echo "--real no"; return; }
   [ "$k" -gt 1 ] && ! command -v mpirun >/dev/null 2>&1 && { echo "no mpirun"; return; }
   if [ "$DEVICE" = cpu ]; then
@@ -370,13 +386,19 @@ real_skip_reason() {  # real_skip_reason K: prints why a K-rank real run is skip
 # ---- runs ----
 STATUS=0
 for k in ${KS//,/ }; do
-  log "K=$k: simulation (one process, $k replicas in sequence)"
-  t0=$(date +%s.%N)
-  if ! "$LA" "${GEN[@]}" --simulate-ranks "$k" --collective-latency-us "$LATENCY" --output "$WORK/sim-$k.jsonl" \
-      --stats-json "$WORK/sim-$k.json" >"$WORK/sim-$k.log" 2>&1; then
-    log "K=$k simulation failed:"; tail -5 "$WORK/sim-$k.log" >&2; STATUS=1
+  if [ $REUSE = 1 ] && [ -s "$WORK/sim-$k.json" ]; then
+    log "K=$k: simulation kept from $WORK"
+  else
+    log "K=$k: simulation (one process, $k replicas in sequence)"
+    t0=$(date +%s.%N)
+    if ! "$LA" "${GEN[@]}" --simulate-ranks "$k" --collective-latency-us "$LATENCY" --output "$WORK/sim-$k.jsonl" \
+        --stats-json "$WORK/sim-$k.json" >"$WORK/sim-$k.log" 2>&1; then
+      log "K=$k simulation failed:"; tail -5 "$WORK/sim-$k.log" >&2; STATUS=1
+    fi
+    log "K=$k: simulation took $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s"
   fi
-  log "K=$k: simulation took $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s"
+  if [ $REUSE = 1 ] && [ -s "$WORK/real-$k.json" ]; then log "K=$k: real run kept from $WORK"; continue; fi
+  rm -f "$WORK/real-$k.skip" "$WORK/real-$k.failed" "$WORK/real-$k.json" "$WORK/real-$k.jsonl"
   why=$(real_skip_reason "$k")
   if [ -n "$why" ]; then
     log "K=$k: real run skipped: $why"
@@ -386,11 +408,13 @@ for k in ${KS//,/ }; do
   if [ "$k" = 1 ]; then
     log "K=1: real run (one process)"
     "$LA" "${GEN[@]}" --output "$WORK/real-1.jsonl" --stats-json "$WORK/real-1.json" >"$WORK/real-1.log" 2>&1 ||
-      { log "K=1 real run failed:"; tail -5 "$WORK/real-1.log" >&2; STATUS=1; }
+      { log "K=1 real run failed:"; tail -5 "$WORK/real-1.log" >&2; echo "see real-1.log" > "$WORK/real-1.failed"; }
   else
     log "K=$k: real run (launch/mpirun.sh -np $k)"
     "$ROOT/launch/mpirun.sh" -np "$k" "${GEN[@]}" --output "$WORK/real-$k.jsonl" --stats-json "$WORK/real-$k.json" \
-      >"$WORK/real-$k.log" 2>&1 || { log "K=$k real run failed:"; tail -5 "$WORK/real-$k.log" >&2; STATUS=1; }
+      >"$WORK/real-$k.log" 2>&1 || { log "K=$k real run failed:"; tail -5 "$WORK/real-$k.log" >&2
+                                     grep -q "signal 9" "$WORK/real-$k.log" && echo "killed (out of memory?)" > "$WORK/real-$k.failed"
+                                     [ -f "$WORK/real-$k.failed" ] || echo "see real-$k.log" > "$WORK/real-$k.failed"; }
   fi
 done
 

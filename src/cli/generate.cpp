@@ -17,6 +17,7 @@
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "lookahead/dist/dist_executor.h"
+#include "lookahead/dist/sim_executor.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;
@@ -46,6 +47,7 @@ json stats_json(const RequestStats& s) {
           {"draft_s", s.draft_s},
           {"forward_s", s.forward_s},
           {"verify_s", s.verify_s},
+          {"commit_s", s.commit_s},
           {"tokens_per_s", s.tokens_per_s()}};
 }
 
@@ -87,6 +89,8 @@ int cmd_generate(int argc, char** argv) {
   std::string comm_kind = "auto";
   double rank_timeout = 60;
   int64_t seed = 0;
+  int simulate_ranks = 0;
+  double collective_latency_us = 0;
   po::options_description d("lookahead generate: decode prompts with a Llama-family model\n\nOptions");
   d.add_options()
       ("help,h", "show this help")
@@ -111,6 +115,12 @@ int cmd_generate(int argc, char** argv) {
        "multi-rank runs (mpirun/srun): auto | mpi | nccl (auto: NCCL when every rank has its own GPU)")
       ("rank-timeout", po::value(&rank_timeout)->default_value(60),
        "multi-rank runs: seconds rank 0 waits for a silent rank before failing the job (0: forever)")
+      ("simulate-ranks", po::value(&simulate_ranks)->default_value(0),
+       "lookahead parallelism simulated in one process: split every step over K replicas (shared weights, own "
+       "KV caches), run them in sequence, time each; --stats-json gets a \"simulation\" object (0: off)")
+      ("collective-latency-us", po::value(&collective_latency_us)->default_value(0),
+       "--simulate-ranks: per-step collective latency (us) added to the slowest replica's forward in the model "
+       "of a K-device step (launch/strong-scaling.sh measures it)")
       ("quiet,q", po::bool_switch(&quiet), "do not stream text or print the summary")
       ("allow-empty-prompt", po::bool_switch(&allow_empty), "accept empty prompts (generation starts from BOS)");
   add_strategy_options(d, so);
@@ -181,7 +191,12 @@ int cmd_generate(int argc, char** argv) {
     LA_CHECK(!prompts.empty(), "--input file '", input, "' holds no prompts");
   }
   LA_CHECK(rank_timeout >= 0, "--rank-timeout must be >= 0");
+  LA_CHECK(simulate_ranks >= 0, "--simulate-ranks must be >= 1 (or 0: off; got ", simulate_ranks, ")");
+  LA_CHECK(std::isfinite(collective_latency_us) && collective_latency_us >= 0,
+           "--collective-latency-us must be >= 0");
   auto comm = make_comm(comm_kind, lo.device);
+  LA_CHECK(simulate_ranks == 0 || comm->size() == 1, "--simulate-ranks runs in one process; this job has ",
+           comm->size(), " ranks (launch it without mpirun/srun)");
   const bool root = comm->rank() == 0;
   if (!root) quiet = true;
   if (comm->size() > 1 && lo.device == "cuda") lo.device_index = rank_cuda_device(comm->local_rank());
@@ -228,7 +243,14 @@ int cmd_generate(int argc, char** argv) {
     const ModelConfig dc = model_config_of(dl.model);
     LA_CHECK(dc.vocab == cfg0.vocab, "draft model vocabulary (", dc.vocab, ") differs from the target's (", cfg0.vocab,
              "): they must share a tokenizer");
-    draft = load_llama(dl);
+    // Both tokenizer.model files, where they exist, must be byte-identical.
+    const std::string ttok = (tokenizer_dir.empty() ? lo.model : tokenizer_dir) + "/tokenizer.model";
+    const std::string dtok = dl.model + "/tokenizer.model";
+    if (file_exists(ttok) && file_exists(dtok))
+      LA_CHECK(read_file(ttok) == read_file(dtok), "draft model tokenizer differs from the target's (", dtok,
+               " vs ", ttok, ")");
+    // Only rank 0 runs the strategy, so only rank 0 needs the draft weights.
+    if (root) draft = load_llama(dl);
   }
   // Every rank must hold the same weights and run with the same parameters.
   {
@@ -252,7 +274,9 @@ int cmd_generate(int argc, char** argv) {
 
   LocalExecutor lexec(*model);
   DistExecutor exec(*comm, lexec, dopt);
-  Generator gen(exec, *strategy, model->config());
+  std::unique_ptr<SimExecutor> sim;
+  if (simulate_ranks > 0) sim = std::make_unique<SimExecutor>(*model, simulate_ranks, collective_latency_us * 1e-6);
+  Generator gen(sim ? static_cast<StepExecutor&>(*sim) : exec, *strategy, model->config());
   RequestStats total;
   json per = json::array();
   uint64_t stream_id = 0;
@@ -306,10 +330,35 @@ int cmd_generate(int argc, char** argv) {
     if (dc.ranks > 1)
       s["dist"] = {{"backend", dc.backend}, {"steps", dc.steps},
                    {"duplication", dc.plan_nodes ? double(dc.part_nodes) / dc.plan_nodes : 0.0},
-                   {"disagreements", dc.disagreements}, {"run_s", dc.run_seconds},
+                   {"disagreements", dc.disagreements}, {"step_tokens", dc.step_tokens},
+                   {"run_s", dc.run_seconds},
                    {"max_forward_s", dc.max_forward_seconds}, {"forward_rank0_s", dc.forward_seconds_rank0},
                    {"broadcast_s", dc.broadcast_seconds}, {"gather_wait_s", dc.gather_wait_seconds},
                    {"bytes_sent", dc.bytes_sent}, {"bytes_received", dc.bytes_received}};
+    if (sim) {
+      const auto& c = sim->counters();
+      const double steps = c.steps ? double(c.steps) : 1.0, modelled = sim->modelled_seconds(total.seconds);
+      json fwd = json::array(), tok = json::array();
+      for (const auto& r : sim->steps()) {  // per step and rank; skipped when large
+        if (sim->steps().size() * simulate_ranks > 20000) break;
+        json f = json::array();
+        for (float x : r.forward_ms) f.push_back(std::round(x * 1000) / 1000);
+        fwd.push_back(f);
+        tok.push_back(r.step_tokens);
+      }
+      s["simulation"] = {
+          {"ranks", c.ranks}, {"steps", c.steps}, {"new_tokens", total.new_tokens},
+          {"collective_latency_us", c.collective_latency_s * 1e6},
+          {"measured_seconds", total.seconds}, {"measured_tokens_per_s", total.tokens_per_s()},
+          {"forward_seconds", c.forward_seconds}, {"max_forward_seconds", c.max_forward_seconds},
+          {"modelled_step_seconds", c.modelled_step_seconds}, {"modelled_seconds", modelled},
+          {"modelled_tokens_per_s", modelled > 0 ? total.new_tokens / modelled : 0.0},
+          {"measured_step_ms", total.seconds / steps * 1e3}, {"modelled_step_ms", modelled / steps * 1e3},
+          {"max_forward_ms_mean", c.max_forward_seconds / steps * 1e3},
+          {"mean_tokens_per_rank", double(c.step_tokens) / steps / c.ranks},
+          {"duplication", c.plan_nodes ? double(c.part_nodes) / c.plan_nodes : 0.0},
+          {"disagreements", c.disagreements}, {"per_step_forward_ms", fwd}, {"per_step_tokens", tok}};
+    }
     write_file_atomic(stats_path, s.dump(2));
   }
   if (!quiet) {
@@ -317,6 +366,13 @@ int cmd_generate(int argc, char** argv) {
               << total.steps << " steps (S = " << std::setprecision(2) << total.compression() << "), "
               << std::setprecision(3) << total.seconds << " s, " << std::setprecision(1) << total.tokens_per_s()
               << " tokens/s\n";
+    if (sim) {
+      const double m = sim->modelled_seconds(total.seconds);
+      std::cerr << "[lookahead] simulated " << simulate_ranks << " ranks in sequence; modelled " << simulate_ranks
+                << "-device run (slowest replica + " << std::setprecision(1) << collective_latency_us
+                << " us per step): " << std::setprecision(3) << m << " s, " << std::setprecision(1)
+                << (m > 0 ? total.new_tokens / m : 0.0) << " tokens/s\n";
+    }
   }
   return 0;
 }

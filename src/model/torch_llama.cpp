@@ -79,12 +79,48 @@ class TorchLlama final : public StepModel {
       L.wd = get(p + "mlp.down_proj.weight");
       layers_.push_back(std::move(L));
     }
-    // The fused copies replace the separate q/k/v and gate/up tensors (kept only for saving).
+    // The fused copies replace the separate q/k/v and gate/up tensors: drop those (one copy of the weights in
+    // memory); named() rebuilds them as views of the fused tensors when saving.
+    for (int l = 0; l < cfg_.layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      for (auto n : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                     "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias", "mlp.gate_proj.weight",
+                     "mlp.up_proj.weight"})
+        named_.erase(p + n);
+    }
     init_rope();
     alloc_cache(cfg_.max_positions + 256);
   }
 
-  const std::map<std::string, at::Tensor>& named() const { return named_; }
+  // Every weight under its Hugging Face name (q/k/v and gate/up as views of the fused tensors).
+  std::map<std::string, at::Tensor> named() const {
+    std::map<std::string, at::Tensor> out = named_;
+    const int64_t Q = int64_t(cfg_.heads) * cfg_.head_dim, KV = int64_t(cfg_.kv_heads) * cfg_.head_dim;
+    for (int l = 0; l < cfg_.layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      const auto& L = layers_[l];
+      out[p + "self_attn.q_proj.weight"] = L.wqkv.narrow(0, 0, Q);
+      out[p + "self_attn.k_proj.weight"] = L.wqkv.narrow(0, Q, KV);
+      out[p + "self_attn.v_proj.weight"] = L.wqkv.narrow(0, Q + KV, KV);
+      if (L.bqkv.defined()) {
+        out[p + "self_attn.q_proj.bias"] = L.bqkv.narrow(0, 0, Q);
+        out[p + "self_attn.k_proj.bias"] = L.bqkv.narrow(0, Q, KV);
+        out[p + "self_attn.v_proj.bias"] = L.bqkv.narrow(0, Q + KV, KV);
+      }
+      out[p + "mlp.gate_proj.weight"] = L.wgu.narrow(0, 0, cfg_.intermediate);
+      out[p + "mlp.up_proj.weight"] = L.wgu.narrow(0, cfg_.intermediate, cfg_.intermediate);
+    }
+    return out;
+  }
+
+  // Tensor copies share storage: the weights (and rope tables) are shared, only the cache is new.
+  std::unique_ptr<StepModel> fork() const override {
+    auto m = std::make_unique<TorchLlama>(*this);
+    m->len_ = 0;
+    m->step_len_ = 0;
+    m->alloc_cache(cap_);
+    return m;
+  }
 
   uint64_t checksum() const override {
     // Order-dependent mix of per-tensor sums (double) and shapes: catches different weights or configs.
@@ -380,9 +416,9 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
     uint64_t seed;
     parse_random(o.model, name, seed);
     cfg = preset_config(name);
-    // Dummy weights at real shapes: uniform(-a, a) with a = 0.02*sqrt(3) (std 0.02), norms near 1.
+    // Dummy weights at real shapes: matrices uniform with std 1/sqrt(fan_in) (so every layer changes the residual
+    // stream and greedy outputs are not just the input token), embeddings uniform(-1, 1), norms near 1.
     at::Generator gen = at::detail::createCPUGenerator(seed);
-    const double a = 0.02 * std::sqrt(3.0);
     for (auto& [n, shape] : expected_tensors(cfg)) {
       at::Tensor t;
       if (n.find("norm") != std::string::npos) {
@@ -392,6 +428,7 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
       } else if (n == "model.embed_tokens.weight") {
         t = at::empty(shape, at::TensorOptions().dtype(at::kFloat)).uniform_(-1.0, 1.0, gen);
       } else {
+        const double a = std::sqrt(3.0 / static_cast<double>(shape.back()));
         t = at::empty(shape, at::TensorOptions().dtype(at::kFloat)).uniform_(-a, a, gen);
       }
       w[n] = t.to(dev, dt);

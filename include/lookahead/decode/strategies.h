@@ -35,14 +35,14 @@ struct StrategyOptions {
   int pl_max_ngram = 4;
   int pl_num_tokens = 10;
 
-  // ouroboros
-  std::string draft_model;
-  int gamma = 12;
-  int draft_window = 20;
-  int draft_guesses = 20;
-  int draft_ngram = 7;
-  int extensions = 3;
-  std::string pool_state;
+  // ouroboros (defaults: the paper's gamma 12, window 20, guesses 20, N 7, K 3)
+  std::string draft_model;   // draft model directory (same tokenizer and vocabulary as the target)
+  int gamma = 12;            // draft tokens per round
+  int draft_window = 20;     // the draft model's LADE window W
+  int draft_guesses = 20;    // the draft model's LADE guesses G
+  int draft_ngram = 7;       // the draft model's LADE n-gram size N
+  int extensions = 3;        // K phrase-pool extensions verified at the draft's end
+  std::string pool_state;    // phrase pool file: loaded at start (corrupt: refused), saved atomically at exit
 
   // Throws la::Error naming the first invalid parameter.
   void validate() const;

@@ -7,6 +7,7 @@
 // order) to the cache; everything else computed in the step is dropped.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ class StepModel {
   // Weight checksum (for cross-rank agreement checks).
   virtual uint64_t checksum() const = 0;
   virtual std::string describe() const = 0;
+  // A model sharing these weights with an empty KV cache of its own (one more replica at the cost of a cache;
+  // used by the lookahead-parallelism simulation). nullptr: this model cannot be forked.
+  virtual std::unique_ptr<StepModel> fork() const { return nullptr; }
 };
 
 }  // namespace la

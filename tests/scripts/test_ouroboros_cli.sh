@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Ouroboros through the real binary: the same ids as --strategy ar on 5 prompts (stories260K target, llama2xs
+# draft), the phrase pool state file written and reloaded, and draft models that do not share the target's
+# tokenizer (different tokenizer.model bytes, different vocabulary) refused with one clear error line.
+# labels: cli
+# timeout: 300
+set -u
+BUILD=$1; SRC=$2; SHARED=$3
+BIN=$BUILD/lookahead
+M=$SHARED/models/stories260K
+D=$SHARED/models/llama2xs
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fails=0; n=0
+ok() { n=$((n+1)); echo "ok: $*"; }
+bad() { n=$((n+1)); fails=$((fails+1)); echo "FAIL: $*"; }
+
+head -n 5 "$SHARED/datasets/tinystories/prompts.jsonl" >"$T/p.jsonl"
+G=(generate --quiet --model "$M" --input "$T/p.jsonl" --max-new-tokens 48 --threads 1)
+ids() { python3 -c 'import json,sys; [print(json.dumps([r["id"], r["ids"]])) for r in map(json.loads, open(sys.argv[1]))]' "$1"; }
+
+"$BIN" "${G[@]}" --output "$T/ar.jsonl" --strategy ar || bad "ar run failed"
+for args in "" "--gamma 4 --extensions 5 --draft-window 5 --draft-ngram 3 --draft-guesses 5"; do
+  # shellcheck disable=SC2086
+  if "$BIN" "${G[@]}" --output "$T/ou.jsonl" --strategy ouroboros --draft-model "$D" --pool-state "$T/pool.bin" \
+       --stats-json "$T/s.json" $args 2>"$T/err"; then
+    if [ "$(ids "$T/ar.jsonl")" == "$(ids "$T/ou.jsonl")" ]; then ok "ouroboros $args ids equal ar"
+    else bad "ouroboros $args ids differ from ar"; fi
+    [ -s "$T/pool.bin" ] && ok "pool state written" || bad "no pool state file"
+    python3 - "$T/s.json" <<'PY' || bad "stats counters"
+import json, sys
+s = json.load(open(sys.argv[1])); c = s["counters"]; a = s["aggregate"]
+for k in ("draft_forwards", "draft_tokens_per_forward", "draft_acceptance", "extension_accepted", "pool_phrases"):
+    assert k in c, k
+assert c["draft_forwards"] > 0 and c["pool_phrases"] > 0, c
+print("   S=%.2f draft/fwd=%.2f acceptance=%.3f pool=%d" % (a["compression"], c["draft_tokens_per_forward"],
+      c["draft_acceptance"], c["pool_phrases"]))
+PY
+  else
+    bad "ouroboros $args run failed: $(cat "$T/err")"
+  fi
+done
+
+expect_error() {  # expect_error "needle" args...
+  local needle=$1; shift
+  n=$((n+1))
+  "$BIN" "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  local lines; lines=$(grep -c . "$T/err")
+  if [ $rc -eq 0 ] || [ $rc -ge 128 ] || ! grep -q -- "$needle" "$T/err" || [ "$lines" != 1 ] \
+     || grep -q -E "terminate|Segmentation|Aborted|core dumped" "$T/err"; then
+    echo "FAIL: lookahead $* -> rc=$rc, stderr:"; sed 's/^/    /' "$T/err"; echo "    (wanted one line containing: $needle)"
+    fails=$((fails+1))
+  else
+    echo "ok: $(head -c 150 "$T/err")"
+  fi
+}
+E=(generate --quiet --model "$M" --prompt "Once upon a time" --max-new-tokens 8 --strategy ouroboros)
+cp -r "$D" "$T/d_tok"
+head -c 4000 /dev/urandom >"$T/d_tok/tokenizer.model"
+expect_error "draft model tokenizer differs from the target's" "${E[@]}" --draft-model "$T/d_tok"
+expect_error "draft model vocabulary (300) differs" "${E[@]}" --draft-model random:tiny-mha
+expect_error "needs --draft-model" "${E[@]}"
+printf 'LAPHRASEjunk' >"$T/badpool.bin"
+expect_error "phrase pool state file" "${E[@]}" --draft-model "$D" --pool-state "$T/badpool.bin"
+
+echo "$((n-fails)) passed, $fails failed"
+[ $fails -eq 0 ]
