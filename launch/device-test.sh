@@ -163,7 +163,7 @@ if want build; then
   fi
   log "building (log: $LOGS/build.log)"
   start=$(date +%s)
-  cmake --build "$BUILD" -j"$(nproc)" >"$LOGS/build.log" 2>&1
+  cmake --build "$BUILD" -j"$(getconf _NPROCESSORS_ONLN)" >"$LOGS/build.log" 2>&1
   rc=$?
   echo "build seconds: $(($(date +%s) - start))" >>"$SUMMARY"
   record build $rc

@@ -93,7 +93,7 @@ has_opt() {  # has_opt NAME...: did the user pass one of these mpirun options?
   return 1
 }
 
-cores=$(nproc)
+cores=$(getconf _NPROCESSORS_ONLN)
 multinode=0
 if has_opt --hostfile -hostfile --machinefile -machinefile --host -host -H --default-hostfile; then multinode=1; fi
 if [ -n "${SLURM_JOB_NUM_NODES:-}" ] && [ "${SLURM_JOB_NUM_NODES}" -gt 1 ]; then multinode=1; fi

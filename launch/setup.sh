@@ -67,7 +67,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -q "LOOKAHEAD_TORCH_DIR:PATH=$TORC
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOOKAHEAD_TORCH_DIR="$TORCH_DIR" ${LOOKAHEAD_CMAKE_ARGS:-} >/dev/null
 fi
 log "building ($BUILD)"
-if ! cmake --build "$BUILD" -j"$(nproc)" >"$BUILD/build.log" 2>&1; then
+if ! cmake --build "$BUILD" -j"$(getconf _NPROCESSORS_ONLN)" >"$BUILD/build.log" 2>&1; then
   grep -E -A5 "error|Error" "$BUILD/build.log" | head -60 >&2
   echo "setup.sh: build failed; full log in $BUILD/build.log" >&2
   exit 1

@@ -291,7 +291,7 @@ cp "$LA" "$WORK/lookahead.bin" && LA=$WORK/lookahead.bin
 export LOOKAHEAD_BIN=$LA OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LA_LAUNCH_QUIET=1
 [ -f "$PROMPTS" ] || die "--prompts file '$PROMPTS' does not exist"
 grep -v '^[[:space:]]*$' "$PROMPTS" | head -n "$NPROMPTS" > "$WORK/prompts.jsonl"
-CORES=$(nproc)
+CORES=$(getconf _NPROCESSORS_ONLN)
 GPUS=0
 if [ "$DEVICE" = cuda ] && command -v nvidia-smi >/dev/null 2>&1; then GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
 read -r -a EXTRA_ARGS <<< "$EXTRA"

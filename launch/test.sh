@@ -9,7 +9,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 "$ROOT/launch/setup.sh" --test-deps || exit 1
-JOBS=$(nproc)
+JOBS=$(getconf _NPROCESSORS_ONLN)
 # Tests run in parallel (ctest -j); one intra-op thread per test process keeps OpenMP from spinning against
 # the other test on the same cores (the test models are tiny).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
 
 namespace la {
 
@@ -20,14 +21,6 @@ constexpr char kMagic[8] = {'L', 'A', 'P', 'H', 'R', 'A', 'S', 'E'};
 constexpr uint32_t kVersion = 1;
 constexpr const char* kWhat = "phrase pool state file";
 
-uint64_t fnv1a(const char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 template <class T>
 void put(std::string& s, T v) {
@@ -134,26 +127,9 @@ void PhrasePool::save(const std::string& path) const {
       for (int32_t t : ph) put<int32_t>(s, t);
     }
   }
-  put<uint64_t>(s, fnv1a(s.data(), s.size()));
+  put<uint64_t>(s, fnv1a64(s.data(), s.size()));
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(kWhat, " '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
-  bool ok = std::fwrite(s.data(), 1, s.size(), f) == s.size();
-  ok = std::fflush(f) == 0 && ok;
-  ok = ::fsync(::fileno(f)) == 0 && ok;
-  const int err = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail(kWhat, " '", path, "': write failed: ", std::strerror(err));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    fail(kWhat, " '", path, "': cannot rename '", tmp, "' over it: ", ec.message());
-  }
+  write_file_atomic(path, s, kWhat);
 }
 
 void PhrasePool::load(const std::string& path) {
@@ -169,7 +145,7 @@ void PhrasePool::load(const std::string& path) {
   Reader r{s, s.size() - 8, path, sizeof(kMagic)};
   const uint32_t version = r.get<uint32_t>();
   LA_CHECK(version == kVersion, kWhat, " '", path, "': unsupported version ", version, " (expected ", kVersion, ")");
-  LA_CHECK(sum == fnv1a(s.data(), s.size() - 8), kWhat, " '", path, "': checksum mismatch (corrupt or truncated)");
+  LA_CHECK(sum == fnv1a64(s.data(), s.size() - 8), kWhat, " '", path, "': checksum mismatch (corrupt or truncated)");
   (void)r.get<uint32_t>();
   const uint64_t nkeys = r.get<uint64_t>();
   LA_CHECK(nkeys <= (r.end - r.off) / 8, kWhat, " '", path, "': ", nkeys, " keys do not fit in the file (corrupt)");

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
 
 namespace la {
 
@@ -34,14 +35,6 @@ inline uint64_t hkey(uint32_t parent, int32_t token) {
   return (static_cast<uint64_t>(parent) << 32) | static_cast<uint32_t>(token);
 }
 
-uint64_t fnv1a(const char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 template <class T>
 void put(std::string& s, T v) {
@@ -56,27 +49,6 @@ T get(const std::string& s, size_t off) {
   return v;
 }
 
-// Writes `data` to "<path>.tmp.<pid>" in the same directory, flushes it to disk and renames it over `path`.
-void write_file_atomic(const std::string& path, const std::string& data, const char* what) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(what, " '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
-  bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  ok = std::fflush(f) == 0 && ok;
-  ok = ::fsync(::fileno(f)) == 0 && ok;
-  const int err = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail(what, " '", path, "': write failed: ", std::strerror(err));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    fail(what, " '", path, "': cannot rename '", tmp, "' over it: ", ec.message());
-  }
-}
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -504,7 +476,7 @@ void TokenTrie::save(const std::string& path) const {
     put<uint32_t>(s, idx[nodes_[i].parent]);
     put<double>(s, nodes_[i].generated);
   }
-  put<uint64_t>(s, fnv1a(s.data(), s.size()));
+  put<uint64_t>(s, fnv1a64(s.data(), s.size()));
   write_file_atomic(path, s, "trie state file");
 }
 
@@ -521,7 +493,7 @@ void TokenTrie::load(const std::string& path) {
                s.size() == kHeaderBytes + count * kRecordBytes + 8,
            what, " '", path, "': size ", s.size(), " bytes does not match its ", count, " nodes (truncated?)");
   const uint64_t sum = get<uint64_t>(s, s.size() - 8);
-  LA_CHECK(sum == fnv1a(s.data(), s.size() - 8), what, " '", path, "': checksum mismatch (corrupt file)");
+  LA_CHECK(sum == fnv1a64(s.data(), s.size() - 8), what, " '", path, "': checksum mismatch (corrupt file)");
 
   TokenTrie fresh(params_);
   fresh.nodes_.reserve(count + 1);

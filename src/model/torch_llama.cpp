@@ -164,8 +164,6 @@ class TorchLlama final : public StepModel {
     // Mask over [cache | step]: the cache is fully visible; among step tokens only ancestors (and self).
     at::Tensor mask;
     const int S = L + T;
-    bool chain = true;
-    for (int i = 0; i < T; ++i) chain = chain && in.parents[i] == i - 1;
     {
       std::vector<float> m(static_cast<size_t>(T) * T, -INFINITY);
       for (int i = 0; i < T; ++i)
@@ -176,7 +174,6 @@ class TorchLlama final : public StepModel {
         mask.narrow(1, L, T).copy_(tt);
       }
     }
-    (void)chain;
 
     const int Hq = cfg_.heads, Hkv = cfg_.kv_heads, D = cfg_.head_dim, g = Hq / Hkv;
     const int64_t Q = int64_t(Hq) * D, KV = int64_t(Hkv) * D;

@@ -31,20 +31,33 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path, const std::string& data) {
+void write_file_atomic(const std::string& path, const std::string& data, const char* what) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LA_CHECK(out.good(), "cannot write '", tmp, "': ", std::strerror(errno));
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    out.flush();
-    LA_CHECK(out.good(), "cannot write '", tmp, "' (disk full?)");
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail(what, " '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
+  bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  ok = std::fflush(f) == 0 && ok;
+  ok = ::fsync(::fileno(f)) == 0 && ok;
+  const int err = errno;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail(what, " '", path, "': write failed: ", std::strerror(err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
     std::remove(tmp.c_str());
-    fail("cannot rename '", tmp, "' to '", path, "': ", std::strerror(e));
+    fail(what, " '", path, "': cannot rename '", tmp, "' over it: ", std::strerror(e));
   }
+}
+
+uint64_t fnv1a64(const char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(p[i]);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
 }
 
 }  // namespace la

@@ -47,6 +47,8 @@ struct ModelCase {
   int prompts;
 };
 
+void PrintTo(const ModelCase& m, std::ostream* os) { *os << m.label; }
+
 class Lossless : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(Lossless, EveryStrategyEqualsPlainGreedy) {

@@ -80,7 +80,8 @@ munged -f --socket="$T/munge/munge.sock" --key-file="$T/munge/munge.key" --pid-f
   --seed-file="$T/munge/seed" --log-file="$T/log/munged.log" || fail "munged did not start"
 chmod 755 "$T/munge"
 
-CPUS=$(nproc)
+CPUS=$(getconf _NPROCESSORS_ONLN)  # not nproc: it follows OMP_NUM_THREADS
+[ "$CPUS" -ge 2 ] || CPUS=2  # the template asks for 2 tasks
 cat > "$SLURM_CONF" <<EOF
 ClusterName=latest
 SlurmctldHost=$(hostname -s)(127.0.0.1)

@@ -1,4 +1,6 @@
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace la {
@@ -6,6 +8,9 @@ bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 // Whole file as bytes; throws la::Error naming the file.
 std::string read_file(const std::string& path);
-// Writes atomically: a temporary file in the same directory, then rename.
-void write_file_atomic(const std::string& path, const std::string& data);
+// Writes atomically: "<path>.tmp.<pid>" in the same directory, flushed to disk, then renamed over `path`.
+// Errors name `what` (e.g. "trie state file") and the path.
+void write_file_atomic(const std::string& path, const std::string& data, const char* what = "file");
+// 64-bit FNV-1a (state-file checksums).
+uint64_t fnv1a64(const char* p, size_t n);
 }  // namespace la
