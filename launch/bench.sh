@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Every strategy on the shared models, on the TinyStories prompts and one other prompt set (Dolly instructions),
+# Every strategy on the shared models, on the TinyStories prompts and one other prompt set (short GSM8K questions),
 # in ONE run: step compression S (tokens per forward), mean accepted draft tokens per step, tokens/s, the ratio to
 # plain decoding measured in the same run, and the per-step CPU cost of drafting and of verification (us).
 # Also checks every strategy's ids against plain decoding (lossless column).
 #   launch/bench.sh                      # CPU, fp32
 #   launch/bench.sh --device cuda        # same on a GPU; add `--forward` for forward cost vs step size
-# Env: N_STORIES (20), N_OTHER (10), MAX_NEW (128).
+# Env: N_STORIES (20), N_OTHER (10), MAX_NEW (96).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/launch/setup.sh" >/dev/null 2>&1 || "$ROOT/launch/setup.sh"
@@ -14,7 +14,7 @@ FORWARD=0
 ARGS=()
 for a in "$@"; do if [ "$a" = --forward ]; then FORWARD=1; else ARGS+=("$a"); fi; done
 PY=python3
-python3 "$ROOT/launch/bench_strategies.py" "$SHARED" "${N_STORIES:-20}" "${N_OTHER:-10}" "${MAX_NEW:-128}" "${ARGS[@]}"
+python3 "$ROOT/launch/bench_strategies.py" "$SHARED" "${N_STORIES:-20}" "${N_OTHER:-10}" "${MAX_NEW:-96}" "${ARGS[@]}"
 if [ $FORWARD = 1 ]; then
   for m in random:tinyllama-1.1b random:llama-2-7b; do
     "$ROOT/build/lookahead" bench-forward --model $m --dtype fp16 "${ARGS[@]}" --tokens 1,2,4,8,16,32,64,128,256 \

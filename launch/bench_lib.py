@@ -13,9 +13,11 @@ def prompts_file(dataset, n, out_dir, shared):
     elif dataset == "dolly":
         for i, l in enumerate(open(os.path.join(shared, "datasets/dolly_subset/dolly.jsonl"))):
             recs.append({"id": f"dolly-{i}", "prompt": json.loads(l)["prompt"]})
-    elif dataset == "gsm8k":
+    elif dataset == "gsm8k":  # short questions only: the shared models have 256/512 positions
         for i, l in enumerate(open(os.path.join(shared, "datasets/gsm8k/test.jsonl"))):
-            recs.append({"id": f"gsm8k-{i}", "prompt": "Question: " + json.loads(l)["question"] + "\nAnswer:"})
+            q = json.loads(l)["question"]
+            if len(q) <= 200:
+                recs.append({"id": f"gsm8k-{i}", "prompt": "Question: " + q + "\nAnswer:"})
     else:
         raise SystemExit(f"unknown dataset {dataset}")
     path = os.path.join(out_dir, f"{dataset}-{n}.jsonl")
@@ -25,8 +27,8 @@ def prompts_file(dataset, n, out_dir, shared):
     return path
 
 
-def run(model, prompts, strategy, max_new, out_dir, extra=()):
-    tag = f"{os.path.basename(model.rstrip('/')).replace(':', '_')}-{os.path.basename(prompts)}-{strategy}"
+def run(model, prompts, strategy, max_new, out_dir, extra=(), label=None):
+    tag = f"{os.path.basename(model.rstrip('/')).replace(':', '_')}-{os.path.basename(prompts)}-{label or strategy}"
     out = os.path.join(out_dir, tag + ".jsonl")
     stats = os.path.join(out_dir, tag + ".stats.json")
     cmd = [BIN, "generate", "--model", model, "--input", prompts, "--output", out, "--max-new-tokens", str(max_new),

@@ -8,9 +8,12 @@ extra = sys.argv[5:]
 tmp = tempfile.mkdtemp(prefix="la-bench-")
 models = [("stories260K", os.path.join(shared, "models/stories260K")),
           ("llama2xs", os.path.join(shared, "models/llama2xs"))]
-sets = [("tinystories", n_st), ("dolly", n_other)]
-strategies = [("ar", []), ("jacobi", []), ("lade", []), ("trie", []), ("prompt-lookup", []),
-              ("ouroboros", ["--draft-model", os.path.join(shared, "models/llama2xs")])]
+sets = [("tinystories", n_st), ("gsm8k", n_other)]
+# (label, strategy, options): defaults, plus a small LADE window that suits a CPU (compute-bound forward)
+strategies = [("ar", "ar", []), ("jacobi", "jacobi", []), ("lade", "lade", []),
+              ("lade-W5N4G5", "lade", ["--window", "5", "--ngram", "4", "--guesses", "5"]), ("trie", "trie", []),
+              ("prompt-lookup", "prompt-lookup", []),
+              ("ouroboros", "ouroboros", ["--draft-model", os.path.join(shared, "models/llama2xs")])]
 print(f"{'model':12s} {'prompts':12s} {'strategy':14s} {'S':>6s} {'acc/step':>8s} {'tok/s':>8s} {'x AR':>6s} "
       f"{'x LADE':>6s} {'draft us':>9s} {'verify us':>9s} {'commit us':>9s} {'fwd ms':>7s} {'tok/step':>8s} lossless")
 for mname, mpath in models:
@@ -18,11 +21,11 @@ for mname, mpath in models:
         p = prompts_file(ds, n, tmp, shared)
         base = None
         lade_tps = None
-        for s, sx in strategies:
+        for s, strat, sx in strategies:
             if s == "ouroboros" and mname != "stories260K":
                 continue  # llama2xs is the draft model
             try:
-                st, ids = run(mpath, p, s, max_new, tmp, list(sx) + extra)
+                st, ids = run(mpath, p, strat, max_new, tmp, list(sx) + extra, label=s)
             except SystemExit as e:
                 print(f"{mname:12s} {ds:12s} {s:14s} failed: {str(e).splitlines()[-1]}")
                 continue
