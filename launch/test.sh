@@ -33,9 +33,9 @@ ctest --test-dir "$ROOT/build" -j"$JOBS" --output-on-failure --timeout 1800 "$@"
 main_rc=${PIPESTATUS[0]}
 main_total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$ROOT/build/ctest.log" | tail -1)
 main_failed=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$ROOT/build/ctest.log" | tail -1)
-skipped=$(grep -c "Skipped" "$ROOT/build/ctest.log" || true)
+skipped=$(grep -c '\*\*\*Skipped' "$ROOT/build/ctest.log" || true)
 total=$(( ${asan_total:-0} + ${main_total:-0} ))
 failed=$(( ${asan_failed:-0} + ${main_failed:-0} ))
 echo "sanitizer build: ${asan_total:-0} tests, ${asan_failed:-?} failed; release build: ${main_total:-0} tests, ${main_failed:-?} failed"
-echo "$((total - failed)) passed, $failed failed"
+echo "$((total - failed - ${skipped:-0})) passed, $failed failed, ${skipped:-0} skipped"
 [ $asan_rc -eq 0 ] && [ $main_rc -eq 0 ]
