@@ -198,7 +198,9 @@ int cmd_generate(int argc, char** argv) {
   LA_CHECK(simulate_ranks == 0 || comm->size() == 1, "--simulate-ranks runs in one process; this job has ",
            comm->size(), " ranks (launch it without mpirun/srun)");
   const bool root = comm->rank() == 0;
-  if (!root) quiet = true;
+  const bool rank_log = !quiet;  // per-rank log lines (load, device) carry the rank in multi-rank jobs
+  const std::string tag = comm->size() > 1 ? "[rank " + std::to_string(comm->rank()) + "] " : "[lookahead] ";
+  if (!root) quiet = true;        // only rank 0 streams text and writes outputs
   if (comm->size() > 1 && lo.device == "cuda") lo.device_index = rank_cuda_device(comm->local_rank());
   std::ofstream out;
   if (!output.empty() && root) {
@@ -262,15 +264,22 @@ int cmd_generate(int argc, char** argv) {
   DistOptions dopt;
   dopt.rank_timeout_s = rank_timeout;
   if (!root) {
+    if (rank_log)  // one write per line, so ranks' lines do not interleave
+      std::cerr << (tag + "model " + model->describe() + " loaded; serving rank 0 (" +
+                    std::to_string(comm->size()) + " ranks, " + comm->backend() + ")\n");
     LocalExecutor wexec(*model);
     run_worker(*comm, wexec, dopt);
     return 0;
   }
   auto strategy = make_strategy(so, draft.get());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!quiet)
-    std::cerr << "[lookahead] model " << model->describe() << " loaded in " << std::fixed << std::setprecision(2)
-              << load_s << " s; strategy " << strategy->name() << "\n";
+  if (!quiet) {
+    std::ostringstream line;
+    line << tag << "model " << model->describe() << " loaded in " << std::fixed << std::setprecision(2) << load_s
+         << " s; strategy " << strategy->name();
+    if (comm->size() > 1) line << "; " << comm->size() << " ranks, " << comm->backend();
+    std::cerr << line.str() + "\n";
+  }
 
   LocalExecutor lexec(*model);
   DistExecutor exec(*comm, lexec, dopt);
@@ -362,7 +371,7 @@ int cmd_generate(int argc, char** argv) {
     write_file_atomic(stats_path, s.dump(2));
   }
   if (!quiet) {
-    std::cerr << "[lookahead] " << prompts.size() << " prompt(s), " << total.new_tokens << " tokens in "
+    std::cerr << std::fixed << tag << prompts.size() << " prompt(s), " << total.new_tokens << " tokens in "
               << total.steps << " steps (S = " << std::setprecision(2) << total.compression() << "), "
               << std::setprecision(3) << total.seconds << " s, " << std::setprecision(1) << total.tokens_per_s()
               << " tokens/s\n";
