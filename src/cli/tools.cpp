@@ -14,7 +14,18 @@ namespace po = boost::program_options;
 
 namespace la::cli {
 namespace {
-std::vector<int> int_list(const std::string& s, const char* flag) {
+// Parses the command line into vm; prints the help and returns true if --help was given.
+bool parse_or_help(int argc, char** argv, const po::options_description& d, po::variables_map& vm) {
+  po::store(po::parse_command_line(argc, argv, d), vm);
+  if (vm.count("help")) {
+    std::cout << d;
+    return true;
+  }
+  po::notify(vm);
+  return false;
+}
+
+std::vector<int> int_list(const std::string& s, const char* flag, int min_value = 1) {
   std::vector<int> v;
   std::stringstream ss(s);
   std::string x;
@@ -24,7 +35,7 @@ std::vector<int> int_list(const std::string& s, const char* flag) {
     } catch (const std::exception&) {
       fail("--", flag, ": '", x, "' is not an integer");
     }
-    LA_CHECK(v.back() > 0, "--", flag, " values must be positive");
+    LA_CHECK(v.back() >= min_value, "--", flag, " values must be >= ", min_value);
   }
   LA_CHECK(!v.empty(), "--", flag, " is empty");
   return v;
@@ -44,12 +55,7 @@ int cmd_bench_forward(int argc, char** argv) {
       "context", po::value(&contexts)->default_value(contexts), "comma list of committed context lengths")(
       "repeat", po::value(&repeat)->default_value(5), "timed repetitions per point (after one warm-up)");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, d), vm);
-  if (vm.count("help")) {
-    std::cout << d;
-    return 0;
-  }
-  po::notify(vm);
+  if (parse_or_help(argc, argv, d, vm)) return 0;
   LA_CHECK(repeat >= 1, "--repeat must be >= 1");
   auto Ts = int_list(tokens, "tokens");
   auto Cs = int_list(contexts, "context");
@@ -70,16 +76,9 @@ int cmd_bench_forward(int argc, char** argv) {
       // fill the cache with ctx tokens in chunks
       for (int done = 0; done < ctx;) {
         const int n = std::min(256, ctx - done);
-        StepInput in;
-        std::vector<int32_t> idx;
-        for (int i = 0; i < n; ++i) {
-          in.tokens.push_back((done + i) % c.vocab);
-          in.positions.push_back(done + i);
-          in.parents.push_back(i - 1);
-          idx.push_back(i);
-        }
-        m->forward(in, sp);
-        m->commit(idx);
+        std::vector<int32_t> chunk(n);
+        for (int i = 0; i < n; ++i) chunk[i] = (done + i) % c.vocab;
+        append_chain(*m, chunk);
         done += n;
       }
       StepInput in;  // a tree: two-way branching chain mix
@@ -114,31 +113,13 @@ int cmd_score(int argc, char** argv) {
       "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
       "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, d), vm);
-  if (vm.count("help")) {
-    std::cout << d;
-    return 0;
-  }
-  po::notify(vm);
-  std::vector<int32_t> ids;
-  std::stringstream ss(ids_s);
-  std::string x;
-  while (std::getline(ss, x, ',')) {
-    try {
-      ids.push_back(std::stoi(x));
-    } catch (const std::exception&) {
-      fail("--ids: '", x, "' is not an integer");
-    }
-  }
+  if (parse_or_help(argc, argv, d, vm)) return 0;
+  const auto parsed = int_list(ids_s, "ids", 0);
+  const std::vector<int32_t> ids(parsed.begin(), parsed.end());
   LA_CHECK(!ids.empty(), "--ids is empty");
   auto m = load_llama(lo);
   LA_CHECK(static_cast<int>(ids.size()) <= m->config().max_positions, "--ids longer than the model's context");
-  StepInput in;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    in.tokens.push_back(ids[i]);
-    in.positions.push_back(static_cast<int32_t>(i));
-    in.parents.push_back(static_cast<int32_t>(i) - 1);
-  }
+  const StepInput in = StepInput::chain(ids, 0);
   std::vector<float> lg;
   auto next = m->forward(in, SampleParams{}, &lg);
   const int V = m->config().vocab;
@@ -158,12 +139,7 @@ int cmd_save_model(int argc, char** argv) {
   d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir or random:NAME[:SEED]")(
       "out", po::value(&out)->required(), "output directory (must exist)");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, d), vm);
-  if (vm.count("help")) {
-    std::cout << d;
-    return 0;
-  }
-  po::notify(vm);
+  if (parse_or_help(argc, argv, d, vm)) return 0;
   LA_CHECK(is_directory(out), "--out directory '", out, "' does not exist");
   auto m = load_llama(lo);
   save_hf_directory(*m, out);

@@ -9,21 +9,7 @@ void LocalExecutor::begin(const std::vector<int32_t>& prompt, const SampleParams
   sp_ = sp;
   model_.truncate(0);
   // Prefill all but the last prompt token: the last one is the first step's root.
-  if (prompt.size() > 1) {
-    StepInput in;
-    const int n = static_cast<int>(prompt.size()) - 1;
-    in.tokens.assign(prompt.begin(), prompt.begin() + n);
-    in.positions.resize(n);
-    in.parents.resize(n);
-    std::vector<int32_t> idx(n);
-    for (int i = 0; i < n; ++i) {
-      in.positions[i] = i;
-      in.parents[i] = i - 1;
-      idx[i] = i;
-    }
-    model_.forward(in, sp_);
-    model_.commit(idx);
-  }
+  append_chain(model_, std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
   pending_ = 0;
   plan_nodes_ = 0;
 }

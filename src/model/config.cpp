@@ -192,17 +192,5 @@ ModelConfig preset_config(const std::string& name) {
   return c;
 }
 
-double position_uniform(uint64_t seed, uint64_t stream, int64_t pos) {
-  // splitmix64 over a mix of the three keys; 53 random bits.
-  uint64_t z = seed * 0x9E3779B97F4A7C15ULL ^ (stream + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL ^
-               static_cast<uint64_t>(pos) * 0x94D049BB133111EBULL;
-  for (int r = 0; r < 2; ++r) {
-    z += 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-  }
-  return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
-}
 
 }  // namespace la

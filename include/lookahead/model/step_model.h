@@ -19,6 +19,9 @@ struct StepInput {
   std::vector<int32_t> tokens;
   std::vector<int32_t> positions;
   std::vector<int32_t> parents;  // parents[i] < i, or -1
+
+  // A chain (plain decoding, prefill): tokens at positions start, start+1, ..., each the child of the one before.
+  static StepInput chain(const std::vector<int32_t>& tokens, int32_t start);
 };
 
 // How each step token's "next token" is chosen. temperature <= 0 means greedy (argmax).
@@ -33,6 +36,10 @@ struct SampleParams {
   uint64_t stream = 0;  // per-request stream id
   bool greedy() const { return temperature <= 0.f; }
 };
+
+class StepModel;
+// Runs `tokens` as one chain after the committed cache and commits them all (prefill).
+void append_chain(StepModel& m, const std::vector<int32_t>& tokens);
 
 // Uniform variate in [0,1) for the token at absolute position `pos`.
 double position_uniform(uint64_t seed, uint64_t stream, int64_t pos);
