@@ -90,6 +90,16 @@ if grep -qw lade <<<"$strategy_help"; then
   fi
 fi
 
+# Ouroboros: rank 0 drafts with the draft model; the target's verification is partitioned like any plan.
+"$BIN" "${common[@]}" --strategy ouroboros --draft-model "$SHARED/models/llama2xs" --output "$T/ouro.ref.jsonl" \
+  >"$T/log" 2>&1
+check "ouroboros single process equals ar" "$T/ar.ref.jsonl" "$T/ouro.ref.jsonl" $? "$T/log"
+for k in 2 3; do
+  timeout 300 mpirun -np "$k" --oversubscribe --bind-to none "$BIN" "${common[@]}" --strategy ouroboros \
+    --draft-model "$SHARED/models/llama2xs" --comm mpi --output "$T/ouro.k$k.jsonl" >"$T/log" 2>&1
+  check "ouroboros on $k ranks" "$T/ouro.ref.jsonl" "$T/ouro.k$k.jsonl" $? "$T/log"
+done
+
 # The launcher wrapper (root variables, --oversubscribe, binding, env passing).
 ws=ar
 grep -qw trie <<<"$strategy_help" && [ -f "$T/trie.ref.jsonl" ] && ws=trie
