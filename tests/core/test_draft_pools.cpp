@@ -1,4 +1,5 @@
 // Unit tests: LADE n-gram pool and Ouroboros phrase pool.
+#include "test_util.h"
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,44 +22,10 @@ using la::PhrasePool;
 using V = std::vector<int32_t>;
 using VV = std::vector<std::vector<int32_t>>;
 
-namespace {
-
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir = fs::temp_directory_path() /
-          ("la_pool_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-};
-
-std::string read_bytes(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-void write_bytes(const std::string& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
-
-// Expects `f` to throw la::Error whose message names `path` and contains `part`.
-template <class F>
-void expect_error(F f, const std::string& path, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no la::Error thrown (expected '" << part << "')";
-  } catch (const la::Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(path), std::string::npos) << msg;
-    EXPECT_NE(msg.find(part), std::string::npos) << msg;
-  }
-}
-
-}  // namespace
+using la::test::TempDir;
+using la::test::expect_error;
+using la::test::read_bytes;
+using la::test::write_bytes;
 
 // ----------------------------------------------------------------------------------------------------------------
 // NgramPool
@@ -220,7 +187,7 @@ TEST(DraftPhrasePool, ReplaceCorrectsStalePhrase) {
 }
 
 TEST(DraftPhrasePool, SaveLoadRoundTrip) {
-  TempDir td;
+  TempDir td("la_pool");
   const std::string f = td.path("phrases.bin");
   std::mt19937 rng(3);
   PhrasePool p(6);
@@ -250,7 +217,7 @@ TEST(DraftPhrasePool, SaveLoadRoundTrip) {
 }
 
 TEST(DraftPhrasePool, BadStateFilesThrowNamingTheFile) {
-  TempDir td;
+  TempDir td("la_pool");
   const std::string f = td.path("pool.bin");
   PhrasePool p(4);
   p.insert(V{1, 2, 3});

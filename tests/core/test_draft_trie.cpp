@@ -1,4 +1,5 @@
 // Unit tests: the Lookahead (KDD'24) token trie.
+#include "test_util.h"
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -22,6 +23,11 @@ using la::TrieDraft;
 using la::TrieMode;
 using la::TrieParams;
 using V = std::vector<int32_t>;
+
+using la::test::TempDir;
+using la::test::expect_error;
+using la::test::read_bytes;
+using la::test::write_bytes;
 
 namespace {
 
@@ -65,39 +71,6 @@ int check_draft(const TrieDraft& d, int L, int max_depth, bool merged) {
   return maxd;
 }
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir = fs::temp_directory_path() /
-          ("la_trie_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-};
-
-std::string read_bytes(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-void write_bytes(const std::string& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
-
-template <class F>
-void expect_error(F f, const std::string& path, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no la::Error thrown (expected '" << part << "')";
-  } catch (const la::Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(path), std::string::npos) << msg;
-    EXPECT_NE(msg.find(part), std::string::npos) << msg;
-  }
-}
 
 }  // namespace
 
@@ -376,7 +349,7 @@ TEST(DraftTrie, CapacityInvariantUnderRandomOperations) {
 }
 
 TEST(DraftTrie, SaveLoadRoundTripGivesIdenticalRetrieval) {
-  TempDir td;
+  TempDir td("la_trie");
   const std::string f = td.path("trie.bin");
   std::mt19937 rng(99);
   TrieParams p = params(6, 3000);
@@ -414,7 +387,7 @@ TEST(DraftTrie, SaveLoadRoundTripGivesIdenticalRetrieval) {
 }
 
 TEST(DraftTrie, SaveDropsPromptOnlyNodes) {
-  TempDir td;
+  TempDir td("la_trie");
   const std::string f = td.path("t.bin");
   TokenTrie t(params(4));
   t.insert_branch(V{1, 2, 3}, kGen);
@@ -429,7 +402,7 @@ TEST(DraftTrie, SaveDropsPromptOnlyNodes) {
 }
 
 TEST(DraftTrie, BadStateFilesThrowNamingTheFile) {
-  TempDir td;
+  TempDir td("la_trie");
   const std::string f = td.path("state.trie");
   TokenTrie t(params(4));
   t.insert_windows(V{1, 2, 3, 4, 1, 2, 5}, kGen);

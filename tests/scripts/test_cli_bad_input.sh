@@ -8,19 +8,7 @@ BIN=$BUILD/lookahead
 M=$SHARED/models/stories260K
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fails=0; n=0
-expect_error() {  # expect_error "needle" args...
-  local needle=$1; shift
-  n=$((n+1))
-  "$BIN" "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  local lines; lines=$(grep -c . "$T/err")
-  if [ $rc -eq 0 ] || [ $rc -ge 128 ] || ! grep -q -- "$needle" "$T/err" || [ "$lines" != 1 ] \
-     || grep -q -E "terminate|Segmentation|Aborted|core dumped" "$T/err"; then
-    echo "FAIL: lookahead $* -> rc=$rc, stderr:"; sed 's/^/    /' "$T/err"; echo "    (wanted one line containing: $needle)"
-    fails=$((fails+1))
-  else
-    echo "ok: $(head -c 150 "$T/err")"
-  fi
-}
+source "$SRC/tests/scripts/lib.sh"  # expect_error
 cp -r "$M" "$T/m"
 python3 - "$T" <<'PY'
 import json, os, shutil, struct, sys

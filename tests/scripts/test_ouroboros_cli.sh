@@ -40,19 +40,7 @@ PY
   fi
 done
 
-expect_error() {  # expect_error "needle" args...
-  local needle=$1; shift
-  n=$((n+1))
-  "$BIN" "$@" >"$T/out" 2>"$T/err"; local rc=$?
-  local lines; lines=$(grep -c . "$T/err")
-  if [ $rc -eq 0 ] || [ $rc -ge 128 ] || ! grep -q -- "$needle" "$T/err" || [ "$lines" != 1 ] \
-     || grep -q -E "terminate|Segmentation|Aborted|core dumped" "$T/err"; then
-    echo "FAIL: lookahead $* -> rc=$rc, stderr:"; sed 's/^/    /' "$T/err"; echo "    (wanted one line containing: $needle)"
-    fails=$((fails+1))
-  else
-    echo "ok: $(head -c 150 "$T/err")"
-  fi
-}
+source "$SRC/tests/scripts/lib.sh"  # expect_error
 E=(generate --quiet --model "$M" --prompt "Once upon a time" --max-new-tokens 8 --strategy ouroboros)
 cp -r "$D" "$T/d_tok"
 head -c 4000 /dev/urandom >"$T/d_tok/tokenizer.model"
