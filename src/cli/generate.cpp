@@ -16,6 +16,7 @@
 #include "lookahead/model/tokenizer.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/prompt_records.h"
 #include "lookahead/dist/dist_executor.h"
 #include "lookahead/dist/sim_executor.h"
 
@@ -25,11 +26,7 @@ using json = nlohmann::json;
 namespace la::cli {
 namespace {
 
-struct Prompt {
-  json id;
-  std::string text;
-  std::vector<int32_t> ids;
-};
+using Prompt = PromptRecord;
 
 json stats_json(const RequestStats& s) {
   json h = json::array();
@@ -167,25 +164,8 @@ int cmd_generate(int argc, char** argv) {
     int lineno = 0;
     while (std::getline(in, line)) {
       ++lineno;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      json j;
-      try {
-        j = json::parse(line);
-      } catch (const std::exception& e) {
-        fail(input, ":", lineno, ": invalid JSON (", e.what(), ")");
-      }
-      LA_CHECK(j.is_object() && ((j.contains("prompt") && j["prompt"].is_string()) || j.contains("prompt_ids")),
-               input, ":", lineno, ": expected an object with a string \"prompt\" (or \"prompt_ids\")");
-      Prompt p{j.contains("id") ? j["id"] : json(static_cast<int>(prompts.size())),
-               j.contains("prompt") && j["prompt"].is_string() ? j["prompt"].get<std::string>() : std::string(), {}};
-      if (j.contains("prompt_ids")) {
-        LA_CHECK(j["prompt_ids"].is_array() && !j["prompt_ids"].empty(), input, ":", lineno,
-                 ": \"prompt_ids\" must be a non-empty array of token ids");
-        for (auto& x : j["prompt_ids"]) {
-          LA_CHECK(x.is_number_integer(), input, ":", lineno, ": \"prompt_ids\" holds a non-integer");
-          p.ids.push_back(x.get<int32_t>());
-        }
-      }
+      Prompt p;
+      if (!parse_prompt_record(line, prompts.size(), input + ":" + std::to_string(lineno), p)) continue;
       prompts.push_back(std::move(p));
     }
     LA_CHECK(!prompts.empty(), "--input file '", input, "' holds no prompts");

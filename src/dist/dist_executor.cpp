@@ -9,91 +9,20 @@
 #include <exception>
 #include <thread>
 
+#include "lookahead/dist/wire.h"
 #include "lookahead/util/error.h"
 
 namespace la {
 namespace {
 
-constexpr int32_t kMagic = 0x4C410001;  // "LA", protocol version 1
-enum Cmd : int32_t { kBegin = 1, kRun = 2, kEnd = 3, kShutdown = 4 };
+using namespace wire;  // the message constants and decoding (wire.h)
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-const char* cmd_name(int32_t c) {
-  switch (c) {
-    case kBegin: return "BEGIN";
-    case kRun: return "RUN";
-    case kEnd: return "END";
-    case kShutdown: return "SHUTDOWN";
-    default: return "?";
-  }
-}
-
-int32_t float_bits(float f) {
-  int32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-float bits_float(int32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
 void put_u64(std::vector<int32_t>& m, uint64_t x) {
   m.push_back(static_cast<int32_t>(x & 0xffffffffu));
   m.push_back(static_cast<int32_t>(x >> 32));
-}
-
-// Bounds-checked reader of a command message.
-class Reader {
- public:
-  explicit Reader(const std::vector<int32_t>& m) : m_(m) {}
-  int32_t next() {
-    need(1);
-    return m_[pos_++];
-  }
-  // A count of items that follow (each at least one word).
-  int count() {
-    const int32_t n = next();
-    LA_CHECK(n >= 0 && pos_ + static_cast<size_t>(n) <= m_.size(), "protocol error: bad count ", n,
-             " in a message from rank 0");
-    return n;
-  }
-  void take(int n, std::vector<int32_t>& out) {
-    need(n);
-    out.assign(m_.begin() + pos_, m_.begin() + pos_ + n);
-    pos_ += n;
-  }
-  void skip(int n) {
-    need(n);
-    pos_ += n;
-  }
-  uint64_t u64() {
-    const uint32_t lo = static_cast<uint32_t>(next());
-    const uint32_t hi = static_cast<uint32_t>(next());
-    return (static_cast<uint64_t>(hi) << 32) | lo;
-  }
-
- private:
-  void need(int n) const {
-    LA_CHECK(n >= 0 && pos_ + static_cast<size_t>(n) <= m_.size(), "protocol error: a message from rank 0 ends ",
-             "early (", m_.size(), " words)");
-  }
-  const std::vector<int32_t>& m_;
-  size_t pos_ = 0;
-};
-
-// Applies a seq sync [keep, n, tokens...] to a worker's sequence.
-void apply_sync(Reader& rd, std::vector<int32_t>& seq) {
-  const int32_t keep = rd.next();
-  LA_CHECK(keep >= 0 && static_cast<size_t>(keep) <= seq.size(), "protocol error: sync keeps ", keep, " of ",
-           seq.size(), " tokens");
-  seq.resize(keep);
-  const int n = rd.count();
-  std::vector<int32_t> add;
-  rd.take(n, add);
-  seq.insert(seq.end(), add.begin(), add.end());
 }
 
 }  // namespace
@@ -238,11 +167,7 @@ std::vector<int32_t> DistExecutor::run(const std::vector<int32_t>& seq, const St
     for (int r = 0; r < k_; ++r) rec.part_nodes[r] = parts_[r].plan.size();
     for (int r = 1; r < k_; ++r) {
       const auto& rep = replies[r];
-      const int m = parts_[r].plan.size();
-      LA_CHECK(rep.size() == static_cast<size_t>(4 + m), "protocol error: rank ", r, " replied ",
-               rep.size(), " words for a part of ", m, " nodes");
-      LA_CHECK(rep[0] == msg_no_ - 1, "protocol error: rank ", r, " answered message ", rep[0],
-               " (expected ", msg_no_ - 1, ")");
+      check_reply(rep, r, parts_[r].plan.size(), msg_no_ - 1);
       if (rep[1] != cache_len_[r]) {
         ++counters_.cache_mispredictions;
         cache_len_[r] = rep[1];
@@ -321,7 +246,7 @@ void run_worker(Comm& comm, LocalExecutor& local, const DistOptions& opt) {
   (void)opt;  // workers wait for rank 0 without a limit: rank 0 may idle between requests
   const int me = comm.rank();
   LA_CHECK(me != 0, "run_worker runs on ranks > 0; rank 0 drives a DistExecutor");
-  std::vector<int32_t> seq, msg, part_global, tmp;
+  std::vector<int32_t> seq, msg, part_global, path;
   int32_t expect_no = 0;
   bool have_part = false;
   const bool per_rank = comm.backend() != "nccl";
@@ -329,56 +254,22 @@ void run_worker(Comm& comm, LocalExecutor& local, const DistOptions& opt) {
     if (per_rank) msg = comm.scatter({}, 0);
     else comm.bcast(msg, 0);
     Reader rd(msg);
-    LA_CHECK(rd.next() == kMagic, "protocol error: bad magic from rank 0 (different builds?)");
-    const int32_t cmd = rd.next();
-    const int32_t no = rd.next();
-    LA_CHECK(no == expect_no, "protocol error: message ", no, " from rank 0, expected ", expect_no);
+    const int32_t no = expect_no;
+    const int32_t cmd = read_header(rd, expect_no);
     ++expect_no;
     switch (cmd) {
       case kBegin: {
-        seq.clear();
-        apply_sync(rd, seq);
-        SampleParams sp;
-        sp.temperature = bits_float(rd.next());
-        sp.top_k = rd.next();
-        sp.top_p = bits_float(rd.next());
-        sp.seed = rd.u64();
-        sp.stream = rd.u64();
+        const SampleParams sp = read_begin(rd, seq);
         local.begin(seq, sp);
         have_part = false;
         break;
       }
       case kRun: {
-        if (rd.next() != 0) {
-          apply_sync(rd, seq);
-          std::vector<int32_t> path;
-          rd.take(rd.count(), path);
+        if (read_commit(rd, seq, path)) {
           LA_CHECK(have_part, "protocol error: commit without a run");
           local.commit(seq, local_path(part_global, path));
         }
-        apply_sync(rd, seq);
-        const int k = rd.next();
-        LA_CHECK(k == comm.size(), "protocol error: plan split in ", k, " parts for ", comm.size(),
-                 " ranks");
-        PlanPart part;
-        bool found = false;
-        const int included = rd.count();
-        for (int i = 0; i < included; ++i) {
-          const int r = rd.next();
-          const int m = rd.count();
-          if (r != me) {
-            rd.skip(4 * m);
-            continue;
-          }
-          rd.take(m, part.plan.tokens);
-          rd.take(m, part.plan.parents);
-          rd.take(m, tmp);
-          part.plan.verify.assign(tmp.begin(), tmp.end());
-          rd.take(m, part.global);
-          found = true;
-        }
-        LA_CHECK(found, "protocol error: no part for rank ", me, " in the RUN message");
-        part.plan.validate();
+        PlanPart part = read_part(rd, seq, me, comm.size());
         const int cache_before = local.model().cache_len();
         const auto tf = Clock::now();
         auto res = local.run(seq, part.plan);

@@ -1,0 +1,22 @@
+// One record of a `generate --input` JSONL file: {"id": ..., "prompt": "..."} or {"id": ..., "prompt_ids": [...]}.
+// A pure function so the parsing is unit- and fuzz-testable without a model (tests/fuzz/fuzz_prompt_jsonl.cpp).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace la {
+
+struct PromptRecord {
+  nlohmann::json id;         // as given; default: the record's index
+  std::string text;          // "prompt" (empty when only "prompt_ids" is given)
+  std::vector<int32_t> ids;  // "prompt_ids" (empty: tokenize `text`)
+};
+
+// Parses one line. Returns false for a blank line (spaces, tabs, CR). `index` is the record's default id;
+// `where` ("FILE:LINE") starts every error message. Throws la::Error on invalid JSON or a malformed record.
+bool parse_prompt_record(const std::string& line, size_t index, const std::string& where, PromptRecord& out);
+
+}  // namespace la

@@ -1,0 +1,32 @@
+#include "lookahead/util/prompt_records.h"
+
+#include "lookahead/util/error.h"
+
+namespace la {
+
+bool parse_prompt_record(const std::string& line, size_t index, const std::string& where, PromptRecord& out) {
+  using json = nlohmann::json;
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return false;
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const std::exception& e) {
+    fail(where, ": invalid JSON (", e.what(), ")");
+  }
+  LA_CHECK(j.is_object() && ((j.contains("prompt") && j["prompt"].is_string()) || j.contains("prompt_ids")), where,
+           ": expected an object with a string \"prompt\" (or \"prompt_ids\")");
+  out = PromptRecord{j.contains("id") ? j["id"] : json(static_cast<int>(index)),
+                     j.contains("prompt") && j["prompt"].is_string() ? j["prompt"].get<std::string>() : std::string(),
+                     {}};
+  if (j.contains("prompt_ids")) {
+    LA_CHECK(j["prompt_ids"].is_array() && !j["prompt_ids"].empty(), where,
+             ": \"prompt_ids\" must be a non-empty array of token ids");
+    for (auto& x : j["prompt_ids"]) {
+      LA_CHECK(x.is_number_integer(), where, ": \"prompt_ids\" holds a non-integer");
+      out.ids.push_back(x.get<int32_t>());
+    }
+  }
+  return true;
+}
+
+}  // namespace la
