@@ -3,7 +3,7 @@
 # Idempotent: a second run checks, finds everything, and rebuilds incrementally (seconds).
 #
 #   launch/setup.sh              # runtime + build dependencies, then build
-#   launch/setup.sh --test-deps  # also what the tests need (Slurm, munge, transformers)
+#   launch/setup.sh --test-deps  # also what the tests need (Slurm, munge, transformers, clang-14 for fuzzing)
 #
 # libtorch: the PyPI `torch==2.11.0` wheel (CUDA 13 build; its libtorch runs on CPU too) in a venv under
 # $LOOKAHEAD_DEPS (default ~/.cache/lookahead). Measured here: ~60 s to install, 4.7 GB. Debian's libtorch-dev is
@@ -28,7 +28,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(build-essential cmake pkg-config git python3 python3-venv libopenmpi-dev openmpi-bin
       libboost-program-options-dev nlohmann-json3-dev libsentencepiece-dev libgtest-dev)
-if [ $TEST_DEPS = 1 ]; then PKGS+=(slurm-wlm munge); fi
+if [ $TEST_DEPS = 1 ]; then PKGS+=(slurm-wlm munge clang-14 libclang-rt-14-dev); fi  # clang: libFuzzer (tests/fuzz)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

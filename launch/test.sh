@@ -2,7 +2,10 @@
 # Runs every test: sets up if needed (with the test dependencies), then
 #   1. the libtorch-free suites (bad input, draft structures, partitioner, ...) under AddressSanitizer + UBSan
 #      in build-asan/ (CTest label "core");
-#   2. every CTest test of the Release build in build/ (core, model, cli, mpi, slurm, hf labels; GPU kernel
+#   2. the parser fuzz targets (tests/fuzz/run.sh: libFuzzer + ASan/UBSan in build-fuzz/): every seed and
+#      regression input, then LOOKAHEAD_FUZZ_TIME seconds (default 15) of fuzzing per target (~3 minutes);
+#      LOOKAHEAD_FUZZ_TIME=0 replays the inputs only;
+#   3. every CTest test of the Release build in build/ (core, model, cli, mpi, slurm, hf labels; GPU kernel
 #      tests skip with a message when no GPU is present).
 # Extra arguments go to the second ctest (e.g. `launch/test.sh -L model`, `-R Lossless`).
 set -uo pipefail
@@ -28,6 +31,15 @@ asan_total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$ASAN/ctest.log
 asan_failed=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$ASAN/ctest.log" | tail -1)
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
+echo "== fuzzing: the parsers under libFuzzer + ASan/UBSan (build-fuzz/)"
+FUZZ_TIME=${LOOKAHEAD_FUZZ_TIME:-15}
+if [ "$FUZZ_TIME" = 0 ]; then fuzz_args=(--replay); else fuzz_args=(--time "$FUZZ_TIME"); fi
+mkdir -p "$ROOT/build-fuzz"
+"$ROOT/tests/fuzz/run.sh" "${fuzz_args[@]}" > "$ROOT/build-fuzz/run.log" 2>&1
+fuzz_rc=$?
+grep -E "^FAIL|^fuzz:|run.sh:" "$ROOT/build-fuzz/run.log" | tail -20
+[ $fuzz_rc -eq 0 ] || echo "fuzzing failed (full log: build-fuzz/run.log)"
+
 echo "== all tests (build/)"
 ctest --test-dir "$ROOT/build" -j"$JOBS" --output-on-failure --timeout 1800 "$@" 2>&1 | tee "$ROOT/build/ctest.log"
 main_rc=${PIPESTATUS[0]}
@@ -36,6 +48,6 @@ main_failed=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$ROOT/build/c
 skipped=$(grep -c '\*\*\*Skipped' "$ROOT/build/ctest.log" || true)
 total=$(( ${asan_total:-0} + ${main_total:-0} ))
 failed=$(( ${asan_failed:-0} + ${main_failed:-0} ))
-echo "sanitizer build: ${asan_total:-0} tests, ${asan_failed:-?} failed; release build: ${main_total:-0} tests, ${main_failed:-?} failed"
+echo "sanitizer build: ${asan_total:-0} tests, ${asan_failed:-?} failed; fuzz: $(grep '^fuzz:' "$ROOT/build-fuzz/run.log" | tail -1 | sed 's/^fuzz: //'); release build: ${main_total:-0} tests, ${main_failed:-?} failed"
 echo "$((total - failed - ${skipped:-0})) passed, $failed failed, ${skipped:-0} skipped"
-[ $asan_rc -eq 0 ] && [ $main_rc -eq 0 ]
+[ $asan_rc -eq 0 ] && [ $fuzz_rc -eq 0 ] && [ $main_rc -eq 0 ]

@@ -1,6 +1,7 @@
 #include "lookahead/model/config.h"
 
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -25,17 +26,59 @@ T get_or(const json& j, const char* key, T def) {
   }
 }
 
-int req_int(const json& j, const char* key, const std::string& origin) {
-  auto it = j.find(key);
-  LA_CHECK(it != j.end() && it->is_number_integer(), origin, ": missing or non-integer field '", key, "'");
-  return it->get<int>();
+// An int field: a JSON integer, or an integral float such as 64.0, within int's range. get<int>() would wrap a
+// larger integer (4294967304 -> 8) and a float cast out of range is undefined behaviour, so either would accept
+// a model other than the one the file describes (found by tests/fuzz).
+bool to_int(const json& v, int& out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(std::numeric_limits<int>::max())) return false;
+    out = static_cast<int>(u);
+    return true;
+  }
+  if (v.is_number_integer()) {
+    const int64_t x = v.get<int64_t>();
+    if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) return false;
+    out = static_cast<int>(x);
+    return true;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!(d >= std::numeric_limits<int>::min() && d <= std::numeric_limits<int>::max()) || d != std::floor(d))
+      return false;
+    out = static_cast<int>(d);
+    return true;
+  }
+  return false;
 }
 
-std::vector<int> id_list(const json& v) {
+int int_or(const json& j, const char* key, int def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  int v = 0;
+  LA_CHECK(to_int(*it, v), "config: field '", key, "' is not an integer in range (", it->dump(), ")");
+  return v;
+}
+
+int req_int(const json& j, const char* key, const std::string& origin) {
+  auto it = j.find(key);
+  int v = 0;
+  LA_CHECK(it != j.end() && it->is_number_integer(), origin, ": missing or non-integer field '", key, "'");
+  LA_CHECK(to_int(*it, v), origin, ": field '", key, "' is out of range (", it->dump(), ")");
+  return v;
+}
+
+std::vector<int> id_list(const json& v, const char* key, const std::string& origin) {
   std::vector<int> out;
-  if (v.is_number_integer()) out.push_back(v.get<int>());
+  int id = 0;
+  auto add = [&](const json& x) {
+    LA_CHECK(to_int(x, id) && x.is_number_integer(), origin, ": '", key, "' holds ", x.dump(),
+             ", not a token id");
+    out.push_back(id);
+  };
+  if (v.is_number_integer()) add(v);
   else if (v.is_array())
-    for (auto& x : v) if (x.is_number_integer()) out.push_back(x.get<int>());
+    for (auto& x : v) if (x.is_number()) add(x);
   return out;
 }
 
@@ -63,10 +106,10 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   c.intermediate = req_int(j, "intermediate_size", origin);
   c.layers = req_int(j, "num_hidden_layers", origin);
   c.heads = req_int(j, "num_attention_heads", origin);
-  c.kv_heads = get_or<int>(j, "num_key_value_heads", c.heads);
-  c.head_dim = get_or<int>(j, "head_dim", c.heads > 0 ? c.hidden / c.heads : 0);
+  c.kv_heads = int_or(j, "num_key_value_heads", c.heads);
+  c.head_dim = int_or(j, "head_dim", c.heads > 0 ? c.hidden / c.heads : 0);
   c.vocab = req_int(j, "vocab_size", origin);
-  c.max_positions = get_or<int>(j, "max_position_embeddings", 2048);
+  c.max_positions = int_or(j, "max_position_embeddings", 2048);
   c.rms_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
   c.rope_theta = get_or<double>(j, "rope_theta", 10000.0);
   if (c.model_type == "qwen2" || c.architecture == "Qwen2ForCausalLM") c.attention_bias = true;
@@ -87,12 +130,12 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
     c.rope_scaling.factor = get_or<double>(r, "factor", 1.0);
     c.rope_scaling.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0);
     c.rope_scaling.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0);
-    c.rope_scaling.original_max_position = get_or<int>(r, "original_max_position_embeddings", 8192);
+    c.rope_scaling.original_max_position = int_or(r, "original_max_position_embeddings", 8192);
     LA_CHECK(c.rope_scaling.type.empty() || c.rope_scaling.type == "llama3" || c.rope_scaling.type == "linear",
              origin, ": unsupported rope_scaling type '", c.rope_scaling.type, "' (supported: llama3, linear)");
   }
-  c.bos_id = get_or<int>(j, "bos_token_id", 1);
-  if (j.contains("eos_token_id")) c.eos_ids = id_list(j["eos_token_id"]);
+  c.bos_id = int_or(j, "bos_token_id", 1);
+  if (j.contains("eos_token_id")) c.eos_ids = id_list(j["eos_token_id"], "eos_token_id", origin);
   if (!generation_json.empty()) {
     json g;
     try {
@@ -101,10 +144,11 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
       fail(origin, ": invalid generation_config.json (", e.what(), ")");
     }
     if (g.contains("eos_token_id")) {
-      auto ids = id_list(g["eos_token_id"]);
+      auto ids = id_list(g["eos_token_id"], "eos_token_id", origin + " (generation_config.json)");
       if (!ids.empty()) c.eos_ids = ids;
     }
-    if (g.contains("bos_token_id") && g["bos_token_id"].is_number_integer()) c.bos_id = g["bos_token_id"];
+    if (g.contains("bos_token_id") && g["bos_token_id"].is_number_integer())
+      c.bos_id = int_or(g, "bos_token_id", c.bos_id);
   }
   c.validate();
   return c;
@@ -126,9 +170,34 @@ void ModelConfig::validate() const {
   LA_CHECK(heads % kv_heads == 0, "config: num_attention_heads (", heads, ") is not a multiple of num_key_value_heads (",
            kv_heads, ")");
   LA_CHECK(head_dim % 2 == 0, "config: head_dim must be even for RoPE (", head_dim, ")");
+  // Upper bounds far above any released model, so that sizes derived from them (parameter_count, the expected
+  // tensor list, RoPE tables) neither overflow nor exhaust memory before the checkpoint is read (tests/fuzz found
+  // a num_hidden_layers of 2e9 hanging in expected_tensors and hidden x intermediate overflowing int64).
+  const auto at_most = [](const char* field, int64_t v, int64_t max) {
+    LA_CHECK(v <= max, "config: ", field, " ", v, " is beyond any supported model (at most ", max, ")");
+  };
+  at_most("hidden_size", hidden, 1 << 20);
+  at_most("intermediate_size", intermediate, 1 << 22);
+  at_most("num_hidden_layers", layers, 1 << 12);
+  at_most("num_attention_heads", heads, 1 << 12);
+  at_most("head_dim", head_dim, 1 << 14);
+  at_most("num_attention_heads x head_dim", int64_t(heads) * head_dim, 1 << 20);
+  at_most("vocab_size", vocab, 1 << 24);
+  at_most("max_position_embeddings", max_positions, 1 << 26);
   LA_CHECK(max_positions > 0, "config: max_position_embeddings must be positive");
-  LA_CHECK(rms_eps > 0, "config: rms_norm_eps must be positive");
-  LA_CHECK(rope_theta > 0, "config: rope_theta must be positive");
+  LA_CHECK(std::isfinite(rms_eps) && rms_eps > 0, "config: rms_norm_eps must be positive and finite");
+  LA_CHECK(std::isfinite(rope_theta) && rope_theta > 0, "config: rope_theta must be positive and finite");
+  if (!rope_scaling.type.empty()) {
+    LA_CHECK(std::isfinite(rope_scaling.factor) && rope_scaling.factor > 0, "config: rope_scaling factor must be "
+             "positive and finite (", rope_scaling.factor, ")");
+    LA_CHECK(rope_scaling.original_max_position > 0, "config: original_max_position_embeddings must be positive");
+  }
+  if (rope_scaling.type == "llama3")
+    LA_CHECK(std::isfinite(rope_scaling.high_freq_factor) && rope_scaling.low_freq_factor > 0 &&
+                 rope_scaling.high_freq_factor > rope_scaling.low_freq_factor,
+             "config: llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor (", rope_scaling.low_freq_factor,
+             ", ", rope_scaling.high_freq_factor, ")");
+  LA_CHECK(bos_id >= 0 && bos_id < vocab, "config: bos id ", bos_id, " outside the vocabulary");
   for (int e : eos_ids) LA_CHECK(e >= 0 && e < vocab, "config: eos id ", e, " outside the vocabulary");
 }
 

@@ -94,7 +94,10 @@ void SafetensorsCheckpoint::add_file(const std::string& file) {
       LA_CHECK(s.is_number_unsigned() || (s.is_number_integer() && s.get<int64_t>() >= 0), file, ": tensor '",
                v.name, "' has a negative or non-integer dimension");
       const uint64_t d = s.get<uint64_t>();
-      LA_CHECK(d == 0 || n <= (uint64_t(1) << 50) / d, file, ": tensor '", v.name, "' is absurdly large");
+      // Each dimension bounded too: after a zero dimension the product stays 0, and a dimension above 2^63 would
+      // become a negative int64 shape entry (found by tests/fuzz).
+      LA_CHECK(d <= (uint64_t(1) << 50) && (d == 0 || n <= (uint64_t(1) << 50) / d), file, ": tensor '", v.name,
+               "' is absurdly large");
       n *= d;
       v.shape.push_back(static_cast<int64_t>(d));
     }

@@ -1,5 +1,7 @@
 #include "lookahead/util/prompt_records.h"
 
+#include <cstdint>
+
 #include "lookahead/util/error.h"
 
 namespace la {
@@ -23,6 +25,10 @@ bool parse_prompt_record(const std::string& line, size_t index, const std::strin
              ": \"prompt_ids\" must be a non-empty array of token ids");
     for (auto& x : j["prompt_ids"]) {
       LA_CHECK(x.is_number_integer(), where, ": \"prompt_ids\" holds a non-integer");
+      // get<int32_t>() would wrap 4294967297 to 1, a valid id (found by tests/fuzz).
+      const bool fits = x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                               : x.get<int64_t>() >= INT32_MIN && x.get<int64_t>() <= INT32_MAX;
+      LA_CHECK(fits, where, ": \"prompt_ids\" holds ", x.dump(), ", outside any vocabulary");
       out.ids.push_back(x.get<int32_t>());
     }
   }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
 
 namespace la::fuzz {
 
@@ -39,6 +40,16 @@ inline std::string write_scratch(const std::string& name, const void* data, size
     std::abort();
   }
   return path;
+}
+
+// The state files end in a 64-bit FNV-1a checksum of what precedes it, which random mutations almost never get
+// right: targets for them treat the input as the file body and append its checksum (the raw bytes are loaded
+// too, so the truncation and checksum checks are fuzzed as well).
+inline std::string with_checksum(const uint8_t* data, size_t size) {
+  std::string s(reinterpret_cast<const char*>(data), size);
+  const uint64_t h = la::fnv1a64(s.data(), s.size());
+  s.append(reinterpret_cast<const char*>(&h), 8);
+  return s;
 }
 
 // A file of the source tree (a fixed ingredient of a target, e.g. a valid tokenizer.model).

@@ -115,12 +115,13 @@ def prompt_seeds():
     put("prompt_jsonl", "big_ids.jsonl", '{"prompt_ids": [2147483647, -2147483648, 0]}\n')
 
 
-# ---- trie state: magic, u32 version 1, u32 branch length, u64 count, {i32 token, u32 parent, f64 gen}, fnv
+# ---- trie state: magic, u32 version 1, u32 branch length, u64 count, {i32 token, u32 parent, f64 gen}, then
+# the FNV-1a checksum, left out here: the state-file targets append it to their input (fuzz_common.h).
 def trie_file(nodes, branch=12):
     s = b"LATRIE\r\n" + struct.pack("<IIQ", 1, branch, len(nodes))
     for tok, parent, gen in nodes:
         s += struct.pack("<iId", tok, parent, gen)
-    return s + struct.pack("<Q", fnv1a64(s))
+    return s
 
 
 def trie_seeds():
@@ -132,16 +133,18 @@ def trie_seeds():
     put("trie_state", "wide.state", trie_file(wide))
     bad = trie_file([(1, 0, 1.0), (2, 1, 2.0)])  # child with more frequency than its parent
     put("trie_state", "bad_freq.state", bad)
+    put("trie_state", "with_checksum.state", trie_file([(1, 0, 2.0)]) + struct.pack("<Q", fnv1a64(trie_file([(1, 0, 2.0)]))))
 
 
-# ---- phrase pool state: magic, u32 version 1, u32 0, u64 keys, {i32 key, u32 count, {u32 len, i32[len]}}, fnv
+# ---- phrase pool state: magic, u32 version 1, u32 0, u64 keys, {i32 key, u32 count, {u32 len, i32[len]}}
+# (checksum left out, as for the trie)
 def pool_file(keys):
     s = b"LAPHRASE" + struct.pack("<IIQ", 1, 0, len(keys))
     for key, phrases in keys:
         s += struct.pack("<iI", key, len(phrases))
         for ph in phrases:
             s += struct.pack("<I", len(ph)) + b"".join(struct.pack("<i", t) for t in ph)
-    return s + struct.pack("<Q", fnv1a64(s))
+    return s
 
 
 def pool_seeds():

@@ -32,8 +32,9 @@ done
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   CXX_FUZZ=${LOOKAHEAD_FUZZ_CXX:-clang++-14}
   command -v "$CXX_FUZZ" >/dev/null || { echo "run.sh: $CXX_FUZZ not found (launch/setup.sh --test-deps installs clang-14)" >&2; exit 1; }
+  mkdir -p "$BUILD"
   cmake -S "$ROOT" -B "$BUILD" -DLOOKAHEAD_FUZZ=ON -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; exit 1; }
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD/configure.log" 2>&1 || { tail -30 "$BUILD/configure.log"; exit 1; }
 fi
 if ! cmake --build "$BUILD" -j"$(getconf _NPROCESSORS_ONLN)" >"$BUILD/build.log" 2>&1; then
   grep -E -A5 "error" "$BUILD/build.log" | head -40
