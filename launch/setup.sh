@@ -27,7 +27,8 @@ log() { echo "[setup] $*" >&2; }
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(build-essential cmake pkg-config git python3 python3-venv libopenmpi-dev openmpi-bin
-      libboost-program-options-dev nlohmann-json3-dev libsentencepiece-dev libgtest-dev)
+      libboost-program-options-dev nlohmann-json3-dev libsentencepiece-dev libgtest-dev
+      libpcre2-dev libicu-dev)
 if [ $TEST_DEPS = 1 ]; then PKGS+=(slurm-wlm munge clang-14 libclang-rt-14-dev); fi  # clang: libFuzzer (tests/fuzz)
 missing=()
 for p in "${PKGS[@]}"; do
@@ -55,9 +56,9 @@ else
   fi
 fi
 if [ $TEST_DEPS = 1 ] && [ -x "$VENV/bin/python" ]; then
-  "$VENV/bin/python" -c "import transformers, safetensors" 2>/dev/null || {
-    log "installing transformers into $VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "transformers>=4.45" safetensors
+  "$VENV/bin/python" -c "import transformers, safetensors, tokenizers" 2>/dev/null || {
+    log "installing transformers and tokenizers into $VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "transformers>=4.45" safetensors tokenizers
   }
 fi
 
