@@ -63,12 +63,16 @@ inline std::string read_source_file(const std::string& rel) {
   return s;
 }
 
-// Runs f; la::Error is a clean rejection. Other exceptions escape (libFuzzer reports the abort).
+// Runs f; la::Error is a clean rejection (printed when LA_FUZZ_VERBOSE is set, to check what seeds reach).
+// Other exceptions escape (libFuzzer reports the abort).
 template <class F>
 void rejecting(F&& f) {
+  static const bool verbose = std::getenv("LA_FUZZ_VERBOSE") != nullptr;
   try {
     f();
-  } catch (const la::Error&) {
+    if (verbose) std::fprintf(stderr, "fuzz: accepted\n");
+  } catch (const la::Error& e) {
+    if (verbose) std::fprintf(stderr, "fuzz: rejected: %s\n", e.what());
   }
 }
 

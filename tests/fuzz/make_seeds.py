@@ -106,6 +106,66 @@ def config_seeds():
     put("tokenizer_model", "truncated.model", tm[:1000])
 
 
+# ---- tokenizer.json: byte-level BPE files in the GPT-2, Llama-3 and Qwen2 layouts, 256 byte tokens + a few merges
+def byte_level(raw):
+    keep = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    table, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return "".join(table[b] for b in raw.encode())
+
+
+def tokenizer_json(merges, pre, post=None, normalizer=None, added=()):
+    vocab = {}
+    keep = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    n = 0
+    for b in range(256):
+        ch = chr(b) if b in keep else chr(256 + n)
+        n += b not in keep
+        vocab[ch] = b
+    ms = []
+    for a, c in merges:
+        m = byte_level(a + c)
+        vocab.setdefault(m, len(vocab))
+        ms.append(byte_level(a) + " " + byte_level(c))
+    toks = []
+    for content, special in added:
+        toks.append({"id": len(vocab) + len(toks), "content": content, "single_word": False, "lstrip": False,
+                     "rstrip": False, "normalized": not special, "special": special})
+    return json.dumps({"version": "1.0", "added_tokens": toks, "normalizer": normalizer, "pre_tokenizer": pre,
+                       "post_processor": post or {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"},
+                       "model": {"type": "BPE", "dropout": None, "unk_token": None, "vocab": vocab, "merges": ms}},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def tokenizer_json_seeds():
+    merges = [(" ", "t"), ("h", "e"), (" t", "he"), ("i", "n"), ("1", "2"), ("e", "r")]
+    gpt2 = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    put("tokenizer_json", "gpt2.json", tokenizer_json(merges, gpt2))
+    llama3_re = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                 "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+    pre3 = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": llama3_re}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    bos = "<|begin_of_text|>"
+    post3 = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": bos, "type_id": 0}},
+                                                      {"Sequence": {"id": "A", "type_id": 0}}],
+             "special_tokens": {bos: {"id": bos, "ids": [262], "tokens": [bos]}}}
+    put("tokenizer_json", "llama3.json", tokenizer_json(merges, pre3, post3, None,
+                                                        [(bos, True), ("<|end_of_text|>", True)]))
+    qwen = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True},
+        {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithNext", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+    put("tokenizer_json", "qwen2_nfc.json", tokenizer_json(merges[:3], qwen, None, {"type": "NFC"},
+                                                           [("<|im_start|>", True), ("hello", False)]))
+    put("tokenizer_json", "unigram.json", json.dumps({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}))
+
+
 # ---- JSONL prompt records
 def prompt_seeds():
     put("prompt_jsonl", "records.jsonl", '{"id": 1, "prompt": "Once upon a time"}\n'
@@ -183,6 +243,7 @@ def wire_seeds():
 if __name__ == "__main__":
     safetensors_seeds()
     config_seeds()
+    tokenizer_json_seeds()
     prompt_seeds()
     trie_seeds()
     pool_seeds()
