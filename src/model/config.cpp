@@ -9,6 +9,7 @@
 #include "lookahead/model/step_model.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/json_parse.h"
 
 namespace la {
 namespace {
@@ -56,7 +57,8 @@ int int_or(const json& j, const char* key, int def) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return def;
   int v = 0;
-  LA_CHECK(to_int(*it, v), "config: field '", key, "' is not an integer in range (", it->dump(), ")");
+  LA_CHECK(to_int(*it, v), "config: field '", key, "' is not an integer in range (",
+           it->is_number() ? it->dump() : std::string(it->type_name()), ")");
   return v;
 }
 
@@ -88,14 +90,17 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
                                const std::string& origin) {
   json j;
   try {
-    j = json::parse(config_json);
+    j = parse_json(config_json);
   } catch (const std::exception& e) {
     fail(origin, ": invalid JSON (", e.what(), ")");
   }
   LA_CHECK(j.is_object(), origin, ": not a JSON object");
   ModelConfig c;
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
+    // Not a string: an uncaught nlohmann type_error before (found by tests/fuzz).
+    LA_CHECK(j["architectures"][0].is_string(), origin, ": \"architectures\" must hold strings");
     c.architecture = j["architectures"][0].get<std::string>();
+  }
   c.model_type = get_or<std::string>(j, "model_type", "llama");
   static const char* kSupported[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
   bool ok = false;
@@ -139,7 +144,7 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   if (!generation_json.empty()) {
     json g;
     try {
-      g = json::parse(generation_json);
+      g = parse_json(generation_json);
     } catch (const std::exception& e) {
       fail(origin, ": invalid generation_config.json (", e.what(), ")");
     }
@@ -167,9 +172,6 @@ void ModelConfig::validate() const {
   LA_CHECK(hidden > 0 && intermediate > 0 && layers > 0 && heads > 0 && kv_heads > 0 && head_dim > 0 && vocab > 0,
            "config: sizes must be positive (hidden ", hidden, ", intermediate ", intermediate, ", layers ", layers,
            ", heads ", heads, ", kv heads ", kv_heads, ", head_dim ", head_dim, ", vocab ", vocab, ")");
-  LA_CHECK(heads % kv_heads == 0, "config: num_attention_heads (", heads, ") is not a multiple of num_key_value_heads (",
-           kv_heads, ")");
-  LA_CHECK(head_dim % 2 == 0, "config: head_dim must be even for RoPE (", head_dim, ")");
   // Upper bounds far above any released model, so that sizes derived from them (parameter_count, the expected
   // tensor list, RoPE tables) neither overflow nor exhaust memory before the checkpoint is read (tests/fuzz found
   // a num_hidden_layers of 2e9 hanging in expected_tensors and hidden x intermediate overflowing int64).
@@ -184,6 +186,9 @@ void ModelConfig::validate() const {
   at_most("num_attention_heads x head_dim", int64_t(heads) * head_dim, 1 << 20);
   at_most("vocab_size", vocab, 1 << 24);
   at_most("max_position_embeddings", max_positions, 1 << 26);
+  LA_CHECK(heads % kv_heads == 0, "config: num_attention_heads (", heads, ") is not a multiple of num_key_value_heads (",
+           kv_heads, ")");
+  LA_CHECK(head_dim % 2 == 0, "config: head_dim must be even for RoPE (", head_dim, ")");
   LA_CHECK(max_positions > 0, "config: max_position_embeddings must be positive");
   LA_CHECK(std::isfinite(rms_eps) && rms_eps > 0, "config: rms_norm_eps must be positive and finite");
   LA_CHECK(std::isfinite(rope_theta) && rope_theta > 0, "config: rope_theta must be positive and finite");

@@ -22,6 +22,7 @@
 #include "hf_pipeline.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/json_parse.h"
 #include "text_unicode.h"
 
 namespace la {
@@ -391,7 +392,7 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& json_text, co
                                                 const HfTokenizerConfig& config) {
   json j;
   try {
-    j = json::parse(json_text);
+    j = parse_json(json_text);  // depth-limited: the pipeline readers recurse into "Sequence"s (tests/fuzz)
   } catch (const std::exception& e) {
     fail(origin, ": invalid JSON (", e.what(), ")");
   }

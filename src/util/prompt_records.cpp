@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "lookahead/util/error.h"
+#include "lookahead/util/json_parse.h"
 
 namespace la {
 
@@ -11,7 +12,7 @@ bool parse_prompt_record(const std::string& line, size_t index, const std::strin
   if (line.find_first_not_of(" \t\r") == std::string::npos) return false;
   json j;
   try {
-    j = json::parse(line);
+    j = parse_json(line);
   } catch (const std::exception& e) {
     fail(where, ": invalid JSON (", e.what(), ")");
   }
