@@ -359,10 +359,13 @@ int cmd_generate(int argc, char** argv) {
                 {"strategy", strategy->name()},
                 {"stats", stats_json(r.stats)}};
     if (out.is_open()) out.write(rec);
-    per.push_back(rec["stats"]);
-    per.back()["id"] = p.id;
+    if (!stats_path.empty()) {  // kept only for --stats-json (about 1 KB per prompt)
+      per.push_back(rec["stats"]);
+      per.back()["id"] = p.id;
+    }
+    ++ran;
     progress.request_done(r.stats.new_tokens);
-    if (bo.rss_every > 0 && ++ran % bo.rss_every == 0)
+    if (bo.rss_every > 0 && ran % bo.rss_every == 0)
       std::cerr << memory_line(tag, ran, strategy->counters()) + "\n";
   }
   progress.finish();
@@ -409,7 +412,7 @@ int cmd_generate(int argc, char** argv) {
     write_file_atomic(stats_path, s.dump(2));
   }
   if (!quiet) {
-    std::cerr << std::fixed << tag << per.size() << " prompt(s), " << total.new_tokens << " tokens in "
+    std::cerr << std::fixed << tag << ran << " prompt(s), " << total.new_tokens << " tokens in "
               << total.steps << " steps (S = " << std::setprecision(2) << total.compression() << "), "
               << std::setprecision(3) << total.seconds << " s, " << std::setprecision(1) << total.tokens_per_s()
               << " tokens/s\n";
@@ -423,7 +426,7 @@ int cmd_generate(int argc, char** argv) {
   }
   if (interrupted) {  // one line even with --quiet: the job did not finish
     const int sig = stop_signal();
-    const size_t written = per.size();
+    const size_t written = ran;
     std::cerr << (tag + "interrupted by " + signal_name(sig) + ": " + std::to_string(already + written) + " of " +
                   std::to_string(prompts.size()) + " prompt(s) done" +
                   (output.empty() ? std::string() : " in '" + output + "'; rerun with --resume to continue") +

@@ -44,8 +44,9 @@ struct DistOptions {
   // Rank 0 gives up on a rank that has not replied this many seconds after rank 0 finished its own part of a
   // step (or has not taken a broadcast). 0: wait forever. CLI: --rank-timeout.
   double rank_timeout_s = 60;
-  // Keep one DistStepRecord per step (for the strong-scaling simulation).
-  bool record_steps = true;
+  // Keep one DistStepRecord per step (steps(); about 200 bytes a step, so off by default: a long job would grow
+  // without bound; counters() has the totals).
+  bool record_steps = false;
   // Clean stop on a signal that reached only some ranks. Workers put *stop_signal (one relaxed load; 0: none)
   // into every RUN reply; rank 0 calls on_worker_stop(signal, rank) for every reply that carries one.
   const std::atomic<int>* stop_signal = nullptr;
