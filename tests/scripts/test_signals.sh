@@ -7,7 +7,9 @@
 #   3. 2 ranks under plain mpirun, SIGTERM to mpirun         -> non-zero (mpirun's own status), rank 0 reports it
 #   4. 2 ranks, SIGTERM to rank 1 only                       -> rank 0 stops the job cleanly: 143
 #   5. SIGINT twice: the second exits at once                -> 130
-#   6. an existing --output without --resume/--overwrite is an error; --overwrite replaces it
+#   6. an existing --output without --resume/--overwrite is an error; --overwrite replaces it; a cut-off last
+#      line is redone
+#   7. a sampled run resumes to the same records
 # labels: mpi
 # timeout: 900
 set -u
@@ -197,6 +199,16 @@ if "$BIN" generate --model "$M" --input "$T/p3.jsonl" --output "$T/cut.jsonl" --
      2>"$T/err" && same_records "$T/exists.jsonl" "$T/cut.jsonl" >/dev/null 2>&1; then
   ok "--resume drops a cut-off last line and rewrites it"
 else bad "--resume with a cut-off last line: $(cat "$T/err")"; fi
+
+# 7. Sampled runs resume to the same records too (the sampling stream is the prompt's index, not a counter).
+head -n 10 "$T/p.jsonl" > "$T/p10.jsonl"
+SMP=(generate --model "$M" --input "$T/p10.jsonl" --max-new-tokens 32 --temperature 0.8 --top-p 0.9 --seed 7
+     --strategy lade --threads 1 --quiet)
+"$BIN" "${SMP[@]}" --output "$T/s-full.jsonl" 2>"$T/err" || bad "sampled run failed: $(cat "$T/err")"
+head -n 4 "$T/s-full.jsonl" > "$T/s-res.jsonl"; sed -n 5p "$T/s-full.jsonl" | head -c 100 >> "$T/s-res.jsonl"
+"$BIN" "${SMP[@]}" --output "$T/s-res.jsonl" --resume 2>"$T/err" || bad "sampled --resume failed: $(cat "$T/err")"
+why=$(same_records "$T/s-full.jsonl" "$T/s-res.jsonl" 2>&1) && ok "sampled (T=0.8) --resume equals the full run" ||
+  bad "sampled --resume differs: $why"
 
 [ $fails = 0 ] && echo "PASS ($n checks)" || echo "$fails of $n checks failed"
 [ $fails = 0 ]
