@@ -31,7 +31,8 @@ def run(model, prompts, strategy, max_new, out_dir, extra=(), label=None):
     tag = f"{os.path.basename(model.rstrip('/')).replace(':', '_')}-{os.path.basename(prompts)}-{label or strategy}"
     out = os.path.join(out_dir, tag + ".jsonl")
     stats = os.path.join(out_dir, tag + ".stats.json")
-    cmd = [BIN, "generate", "--model", model, "--input", prompts, "--output", out, "--max-new-tokens", str(max_new),
+    cmd = [BIN, "generate", "--model", model, "--input", prompts, "--output", out, "--overwrite",
+           "--max-new-tokens", str(max_new),
            "--strategy", strategy, "--stats-json", stats, "--quiet", *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:

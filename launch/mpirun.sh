@@ -16,6 +16,7 @@
 #     (remote ranks get the same environment).
 # Environment: LOOKAHEAD_BIN (default: <repo>/build/lookahead), LA_BIND_GPU=0 to leave CUDA_VISIBLE_DEVICES alone,
 # MPIRUN (default: mpirun), LA_LAUNCH_QUIET=1 to not echo the mpirun command line to stderr. The job ends non-zero, naming the rank, if any rank fails or dies.
+# SIGTERM / SIGINT to this script stop the job cleanly (forwarded to mpirun); the script then exits 143 / 130.
 #
 # Internal: `launch/mpirun.sh --rank-exec PROGRAM ARGS...` runs on every rank (also from srun, see cluster/): it
 # binds the GPU from the local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, PMIX_LOCAL_RANK, MPI_LOCALRANKID)
@@ -137,4 +138,19 @@ done < <(env)
 
 cmd=("$MPIRUN" -np "$np" "${auto[@]}" "${envs[@]}" "${user_opts[@]}" "$SELF" --rank-exec "$BIN" "${args[@]}")
 [ "${LA_LAUNCH_QUIET:-0}" = 1 ] || echo "[mpirun.sh] ${cmd[*]}" >&2
-exec "${cmd[@]}"
+# Signals: SIGTERM/SIGINT sent to this script go to mpirun, which sends the ranks SIGCONT, then SIGTERM 1 s later
+# (odls_base_sigkill_timeout) and SIGKILL 1 s after that; lookahead's ranks stop cleanly within that second
+# (generate --help, "Batch jobs"). mpirun itself then exits 1, so this script exits 128 + signal (130 / 143) as
+# the binary does. (A terminal's Ctrl-C reaches mpirun directly too; a second SIGINT only makes it print a note.)
+"${cmd[@]}" &
+child=$!
+sig=0
+trap 'sig=15; kill -TERM "$child" 2>/dev/null' TERM
+trap 'sig=2; kill -INT "$child" 2>/dev/null' INT
+rc=0
+while :; do
+  wait "$child" && rc=0 || rc=$?
+  kill -0 "$child" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting
+done
+[ "$sig" != 0 ] && [ "$rc" != 0 ] && exit $((128 + sig))  # a job that still finished keeps its 0
+exit "$rc"

@@ -391,7 +391,7 @@ for k in ${KS//,/ }; do
   else
     log "K=$k: simulation (one process, $k replicas in sequence)"
     t0=$(date +%s.%N)
-    if ! "$LA" "${GEN[@]}" --simulate-ranks "$k" --collective-latency-us "$LATENCY" --output "$WORK/sim-$k.jsonl" \
+    if ! "$LA" "${GEN[@]}" --simulate-ranks "$k" --collective-latency-us "$LATENCY" --output "$WORK/sim-$k.jsonl" --overwrite \
         --stats-json "$WORK/sim-$k.json" >"$WORK/sim-$k.log" 2>&1; then
       log "K=$k simulation failed:"; tail -5 "$WORK/sim-$k.log" >&2; STATUS=1
     fi
@@ -407,7 +407,7 @@ for k in ${KS//,/ }; do
   fi
   if [ "$k" = 1 ]; then
     log "K=1: real run (one process)"
-    "$LA" "${GEN[@]}" --output "$WORK/real-1.jsonl" --stats-json "$WORK/real-1.json" >"$WORK/real-1.log" 2>&1 ||
+    "$LA" "${GEN[@]}" --output "$WORK/real-1.jsonl" --overwrite --stats-json "$WORK/real-1.json" >"$WORK/real-1.log" 2>&1 ||
       { log "K=1 real run failed:"; tail -5 "$WORK/real-1.log" >&2; echo "see real-1.log" > "$WORK/real-1.failed"; }
   else
     log "K=$k: real run (launch/mpirun.sh -np $k)"

@@ -8,7 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "batch.h"
 #include "cli.h"
+#include "progress.h"
+#include "signals.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
@@ -78,6 +81,8 @@ void add_strategy_options(po::options_description& d, StrategyOptions& s) {
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
+  install_stop_handlers();  // every rank: a signal sets a flag, the loop below stops cleanly (signals.h)
+  BatchOptions bo;
   LoadOptions lo;
   StrategyOptions so;
   GenParams gp;
@@ -121,12 +126,13 @@ int cmd_generate(int argc, char** argv) {
       ("quiet,q", po::bool_switch(&quiet), "do not stream text or print the summary")
       ("allow-empty-prompt", po::bool_switch(&allow_empty), "accept empty prompts (generation starts from BOS)");
   add_strategy_options(d, so);
+  add_batch_options(d, bo);
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, d), vm);
   if (vm.count("help")) {
     std::cout << d << "\nExamples:\n  lookahead generate --model ../shared/models/stories260K --prompt 'Once upon a time'"
                       " --strategy lade\n  lookahead generate --model DIR --input prompts.jsonl --output out.jsonl"
-                      " --strategy trie --decoding-length 64\n";
+                      " --strategy trie --decoding-length 64\n" << kBatchHelp;
     return 0;
   }
   if (vm.count("config")) {
@@ -153,6 +159,7 @@ int cmd_generate(int argc, char** argv) {
   LA_CHECK(lo.device == "cpu" || lo.device == "cuda", "invalid --device '", lo.device, "' (expected cpu or cuda)");
   LA_CHECK(lo.threads >= 0, "--threads must be >= 0");
   so.validate();
+  bo.validate();
 
   std::vector<Prompt> prompts;
   if (vm.count("prompt")) {
@@ -182,10 +189,14 @@ int cmd_generate(int argc, char** argv) {
   const std::string tag = comm->size() > 1 ? "[rank " + std::to_string(comm->rank()) + "] " : "[lookahead] ";
   if (!root) quiet = true;        // only rank 0 streams text and writes outputs
   if (comm->size() > 1 && lo.device == "cuda") lo.device_index = rank_cuda_device(comm->local_rank());
-  std::ofstream out;
-  if (!output.empty() && root) {
-    out.open(output, std::ios::trunc);
-    LA_CHECK(out.good(), "cannot write --output '", output, "'");
+  JsonlOutput out;  // refuses to clobber a non-empty file unless --overwrite; --resume reads what is there
+  if (!output.empty() && root) out = JsonlOutput(output, bo.output_mode());
+  std::vector<char> skip(prompts.size(), 0);
+  if (out.is_open() && bo.resume) {
+    std::vector<json> ids;
+    std::vector<std::string> texts;
+    for (const auto& p : prompts) ids.push_back(p.id), texts.push_back(p.text);
+    skip = resumed_prompts(out, output, ids, texts);
   }
 
   // ---- load ----
@@ -240,6 +251,11 @@ int cmd_generate(int argc, char** argv) {
   }
   DistOptions dopt;
   dopt.rank_timeout_s = rank_timeout;
+  dopt.stop_signal = &stop_signal_flag();  // a worker reports its own signal; rank 0 then stops the job cleanly
+  dopt.on_worker_stop = [&tag](int sig, int r) {
+    if (stop_signal() == 0) std::cerr << (tag + "rank " + std::to_string(r) + " received " + signal_name(sig) + "\n");
+    request_stop(sig);
+  };
   if (!root) {
     if (rank_log)  // one write per line, so ranks' lines do not interleave
       std::cerr << (tag + "model " + model->describe() + " loaded; serving rank 0 (" +
@@ -265,9 +281,24 @@ int cmd_generate(int argc, char** argv) {
   Generator gen(sim ? static_cast<StepExecutor&>(*sim) : exec, *strategy, model->config());
   RequestStats total;
   json per = json::array();
-  uint64_t stream_id = 0;
-  for (auto& p : prompts) {
-    gp.sample.stream = stream_id++;
+  // Batch machinery (batch.h): --resume skips, progress, clean stop on SIGINT/SIGTERM, memory lines.
+  size_t already = 0, ran = 0;
+  for (char k : skip) already += k;
+  Progress progress(prompts.size(), already, bo.progress_interval, !quiet && from_file, tag);
+  StopControl stop(bo.stop_grace);
+  gp.cancel = stop.cancel_flag();
+  bool interrupted = false;
+  if (bo.rss_every > 0) std::cerr << memory_line(tag, 0, strategy->counters()) + "\n";
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (skip[i]) continue;
+    if (stop_signal() != 0) {
+      interrupted = true;
+      break;
+    }
+    const auto& p = prompts[i];
+    gp.sample.stream = i;  // the prompt's index, not the count processed: resumed sampled runs match
+    stop.begin_request(gp.max_new_tokens > 0 ? gp.max_new_tokens : model->config().max_positions + 1 -
+                                                                        static_cast<int>(p.ids.size()));
     const bool stream = vm.count("prompt") && !quiet;
     // The eos that ends generation prints nothing; other special tokens print as their text.
     TextStream ts(*tok, p.ids, cfg0.eos_ids);
@@ -276,9 +307,15 @@ int cmd_generate(int argc, char** argv) {
     }
     auto cb = [&](const std::vector<int32_t>& ids) {
       if (stream) std::cout << ts.push(ids) << std::flush;
+      if (stop.on_step(static_cast<int>(ids.size()))) strategy->shutdown();  // save state now, again at the end
+      progress.step(static_cast<int>(ids.size()));
     };
     GenResult r = gen.generate(p.ids, gp, cb);
     if (stream) std::cout << ts.finish() << std::endl;
+    if (r.stats.finish_reason == "cancelled") {  // dropped, never written: --resume redoes it
+      interrupted = true;
+      break;
+    }
     total.add(r.stats);
     // "text": exactly what streaming prints for these ids.
     TextStream whole(*tok, p.ids, cfg0.eos_ids);
@@ -295,16 +332,20 @@ int cmd_generate(int argc, char** argv) {
                 {"tokens_per_s", r.stats.tokens_per_s()},
                 {"strategy", strategy->name()},
                 {"stats", stats_json(r.stats)}};
-    if (out.is_open()) {
-      out << rec.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-      out.flush();
-      LA_CHECK(out.good(), "writing --output '", output, "' failed");
+    if (out.is_open()) out.write(rec);
+    if (!stats_path.empty()) {  // kept only for --stats-json (about 1 KB per prompt)
+      per.push_back(rec["stats"]);
+      per.back()["id"] = p.id;
     }
-    per.push_back(rec["stats"]);
-    per.back()["id"] = p.id;
+    ++ran;
+    progress.request_done(r.stats.new_tokens);
+    if (bo.rss_every > 0 && ran % bo.rss_every == 0)
+      std::cerr << memory_line(tag, ran, strategy->counters()) + "\n";
   }
-  exec.shutdown();
+  progress.finish();
+  // State first, then release the workers: a launcher may end the job as soon as they exit.
   strategy->shutdown();
+  exec.shutdown();
   if (!stats_path.empty()) {
     json s = {{"strategy", strategy->name()}, {"model", lo.model}, {"aggregate", stats_json(total)},
               {"per_prompt", per}, {"counters", strategy->counters()}};
@@ -345,7 +386,7 @@ int cmd_generate(int argc, char** argv) {
     write_file_atomic(stats_path, s.dump(2));
   }
   if (!quiet) {
-    std::cerr << std::fixed << tag << prompts.size() << " prompt(s), " << total.new_tokens << " tokens in "
+    std::cerr << std::fixed << tag << ran << " prompt(s), " << total.new_tokens << " tokens in "
               << total.steps << " steps (S = " << std::setprecision(2) << total.compression() << "), "
               << std::setprecision(3) << total.seconds << " s, " << std::setprecision(1) << total.tokens_per_s()
               << " tokens/s\n";
@@ -356,6 +397,15 @@ int cmd_generate(int argc, char** argv) {
                 << " us per step): " << std::setprecision(3) << m << " s, " << std::setprecision(1)
                 << (m > 0 ? total.new_tokens / m : 0.0) << " tokens/s\n";
     }
+  }
+  if (interrupted) {  // one line even with --quiet: the job did not finish
+    const int sig = stop_signal();
+    const size_t written = ran;
+    std::cerr << (tag + "interrupted by " + signal_name(sig) + ": " + std::to_string(already + written) + " of " +
+                  std::to_string(prompts.size()) + " prompt(s) done" +
+                  (output.empty() ? std::string() : " in '" + output + "'; rerun with --resume to continue") +
+                  (stop.cancelled() ? " (the request in flight was dropped)" : "") + "\n");
+    return interrupted_exit_code(sig);
   }
   return 0;
 }

@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   // generate may run as one rank of an MPI job: the guard names the rank in errors and aborts the whole job.
-  if (cmd == "generate") return la::dist_main_guard([&] { return cmd_generate(argc - 1, argv + 1); });
+  // An interrupted run (SIGINT/SIGTERM: 130/143) ends the job cleanly, without MPI_Abort.
+  if (cmd == "generate")
+    return la::dist_main_guard([&] { return cmd_generate(argc - 1, argv + 1); }, "lookahead", {130, 143});
   try {
     if (cmd == "bench-forward") return cmd_bench_forward(argc - 1, argv + 1);
     if (cmd == "save-model") return cmd_save_model(argc - 1, argv + 1);

@@ -59,6 +59,10 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   bool done = max_new <= 0;
   if (done) st.finish_reason = "length";
   while (!done) {
+    if (gp.cancel && gp.cancel->load(std::memory_order_relaxed)) {
+      st.finish_reason = "cancelled";
+      break;
+    }
     const int root_pos = static_cast<int>(seq.size()) - 1;
     const int max_depth = cfg_.max_positions - 1 - root_pos;
     const auto t0 = Clock::now();

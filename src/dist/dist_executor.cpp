@@ -174,7 +174,8 @@ std::vector<int32_t> DistExecutor::run(const std::vector<int32_t>& seq, const St
       }
       rec.step_tokens[r] = rep[2];
       rec.forward_ms[r] = static_cast<float>(rep[3] * 1e-3);
-      per[r].assign(rep.begin() + 4, rep.end());
+      if (rep[4] != 0 && opt_.on_worker_stop) opt_.on_worker_stop(rep[4], r);
+      per[r].assign(rep.begin() + kReplyHead, rep.end());
     }
     int dis = 0;
     results = merge_part_results(plan.size(), parts_, per, &dis);
@@ -243,7 +244,9 @@ DistCounters DistExecutor::counters() const {
 // ------------------------------------------------------------------------------------------------ workers
 
 void run_worker(Comm& comm, LocalExecutor& local, const DistOptions& opt) {
-  (void)opt;  // workers wait for rank 0 without a limit: rank 0 may idle between requests
+  // Workers wait for rank 0 without a limit (rank 0 may idle between requests). A signal delivered to a worker
+  // only sets opt.stop_signal: the worker keeps serving and reports it in its next RUN reply, so rank 0 stops
+  // the job cleanly (saves state, sends SHUTDOWN) instead of a worker's exit aborting it.
   const int me = comm.rank();
   LA_CHECK(me != 0, "run_worker runs on ranks > 0; rank 0 drives a DistExecutor");
   std::vector<int32_t> seq, msg, part_global, path;
@@ -275,11 +278,12 @@ void run_worker(Comm& comm, LocalExecutor& local, const DistOptions& opt) {
         auto res = local.run(seq, part.plan);
         const double f = since(tf);
         std::vector<int32_t> reply;
-        reply.reserve(4 + res.size());
+        reply.reserve(kReplyHead + res.size());
         reply.push_back(no);
         reply.push_back(cache_before);
         reply.push_back(local.last_step_tokens());
         reply.push_back(static_cast<int32_t>(std::min(f * 1e6, 2.0e9)));
+        reply.push_back(opt.stop_signal ? opt.stop_signal->load(std::memory_order_relaxed) : 0);
         reply.insert(reply.end(), res.begin(), res.end());
         comm.gather(reply, 0);
         part_global = std::move(part.global);
@@ -323,7 +327,8 @@ void check_agreement(Comm& comm, uint64_t model_checksum, const std::string& par
 
 // ------------------------------------------------------------------------------------------------ guard
 
-int dist_main_guard(const std::function<int()>& body, const std::string& program) {
+int dist_main_guard(const std::function<int()>& body, const std::string& program,
+                    const std::vector<int>& clean_codes) {
   auto world = [] {
     const int m = mpi_world_size();
     return m > 0 ? m : launcher_size();
@@ -353,7 +358,8 @@ int dist_main_guard(const std::function<int()>& body, const std::string& program
     mpi_finalize();
     return 1;
   }
-  if (rc != 0 && multi) {
+  const bool clean = std::find(clean_codes.begin(), clean_codes.end(), rc) != clean_codes.end();
+  if (rc != 0 && multi && !clean) {
     std::fprintf(stderr, "[rank %d] exiting with status %d; ending the job\n", rank(), rc);
     std::fflush(stderr);
     mpi_abort(rc);

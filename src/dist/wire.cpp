@@ -128,7 +128,7 @@ PlanPart read_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks) {
 }
 
 void check_reply(const std::vector<int32_t>& rep, int r, int part_nodes, int32_t expected_no) {
-  LA_CHECK(rep.size() == static_cast<size_t>(4 + part_nodes), "protocol error: rank ", r, " replied ", rep.size(),
+  LA_CHECK(rep.size() == static_cast<size_t>(kReplyHead + part_nodes), "protocol error: rank ", r, " replied ", rep.size(),
            " words for a part of ", part_nodes, " nodes");
   LA_CHECK(rep[0] == expected_no, "protocol error: rank ", r, " answered message ", rep[0], " (expected ",
            expected_no, ")");

@@ -61,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   if (!msgs.empty()) {
     const auto& rep = msgs.back();
-    la::fuzz::rejecting([&] { la::wire::check_reply(rep, 1, rep.empty() ? 0 : static_cast<int>(rep.size()) - 4, 0); });
+    la::fuzz::rejecting([&] { la::wire::check_reply(rep, 1, rep.empty() ? 0 : static_cast<int>(rep.size()) - la::wire::kReplyHead, 0); });
     la::fuzz::rejecting([&] { la::wire::check_reply(rep, 1, 3, rep.empty() ? 0 : rep[0]); });
   }
   return 0;

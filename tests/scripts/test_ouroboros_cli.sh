@@ -21,7 +21,7 @@ ids() { python3 -c 'import json,sys; [print(json.dumps([r["id"], r["ids"]])) for
 "$BIN" "${G[@]}" --output "$T/ar.jsonl" --strategy ar || bad "ar run failed"
 for args in "" "--gamma 4 --extensions 5 --draft-window 5 --draft-ngram 3 --draft-guesses 5"; do
   # shellcheck disable=SC2086
-  if "$BIN" "${G[@]}" --output "$T/ou.jsonl" --strategy ouroboros --draft-model "$D" --pool-state "$T/pool.bin" \
+  if "$BIN" "${G[@]}" --output "$T/ou.jsonl" --overwrite --strategy ouroboros --draft-model "$D" --pool-state "$T/pool.bin" \
        --stats-json "$T/s.json" $args 2>"$T/err"; then
     if [ "$(ids "$T/ar.jsonl")" == "$(ids "$T/ou.jsonl")" ]; then ok "ouroboros $args ids equal ar"
     else bad "ouroboros $args ids differ from ar"; fi

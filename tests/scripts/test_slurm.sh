@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A private one-node Slurm cluster on localhost runs cluster/cpu-2rank.sbatch (2 MPI ranks, srun --mpi=pmix,
 # then the same through mpirun inside the allocation); the JSONL must hold the record with the same ids as a
-# single-process run. Installs slurm-wlm and munge when missing (skips only if that is impossible); everything
+# single-process run; then a job stopped by SIGTERM (the time-limit warning) requeues itself and resumes to the
+# same records. Installs slurm-wlm and munge when missing (skips only if that is impossible); everything
 # else (munge key, slurm.conf, state, logs) lives in a temporary directory, and the daemons it started are always
 # stopped.
 # labels: slurm;mpi
@@ -152,4 +153,33 @@ PY
 }
 run_job srun
 run_job mpirun
+
+# Time-limit warning: SIGTERM to the step's tasks (what `#SBATCH --signal=TERM@120` sends every rank; `scancel
+# --signal` reaches the same processes) stops the ranks cleanly, srun returns 143, the script requeues the job,
+# and the requeued run resumes the output: the final JSONL equals a one-process run over the same prompts.
+head -n 60 "$SHARED/datasets/tinystories/prompts.jsonl" > "$T/long.jsonl"
+"$BIN" generate --model "$M" --input "$T/long.jsonl" --output "$T/long-ref.jsonl" --strategy trie --max-new-tokens 64 \
+  --threads 1 --quiet > "$T/ref.log" 2>&1 || { cat "$T/ref.log"; fail "single-process run over long.jsonl failed"; }
+out=$T/long-out.jsonl
+cd "$SRC" || fail "cannot cd to $SRC"
+id=$(LA_BIN=$BIN LA_MODEL=$M LA_INPUT=$T/long.jsonl LA_OUT=$out LA_STRATEGY=trie LA_MAX_NEW=64 LA_ARGS="--threads 1" \
+     sbatch --parsable --output="$T/job-%j.out" cluster/cpu-2rank.sbatch) || fail "sbatch failed"
+for _ in $(seq 600); do [ -s "$out" ] && [ "$(wc -l < "$out")" -ge 3 ] && break; sleep 0.1; done
+[ -s "$out" ] || fail "job $id wrote nothing within 60 s"
+scancel --signal=TERM "$id" || fail "scancel --signal=TERM $id failed"
+for _ in $(seq 600); do  # 300 s: the stop, the requeue and the resumed run
+  [ -z "$(squeue -h -j "$id" 2>/dev/null)" ] && break
+  sleep 0.5
+done
+state=$(scontrol show job "$id" 2>/dev/null | grep -oE "JobState=[A-Z_]+|Restarts=[0-9]+|ExitCode=[0-9:]+" | tr '\n' ' ')
+[ -z "$(squeue -h -j "$id" 2>/dev/null)" ] || { scancel "$id"; fail "job $id not finished 300 s after the signal: $state"; }
+grep -q "requeueing job $id" "$T/job-$id.out" || fail "job $id was not requeued after SIGTERM: $state"
+grep -q "interrupted by SIGTERM" "$T/job-$id.out" || fail "job $id: rank 0 did not report the interruption"
+grep -q "JobState=COMPLETED" <<<"$state" || fail "job $id did not complete after its requeue: $state"
+python3 - "$T/long-ref.jsonl" "$out" <<'PY' || fail "job $id: the resumed output differs from the one-process run"
+import json, sys
+a, b = ([(r["id"], r["ids"]) for r in map(json.loads, open(p))] for p in sys.argv[1:3])
+assert a == b, f"{len(a)} vs {len(b)} records"
+PY
+echo "ok: job $id: SIGTERM -> requeued -> resumed ($state); $(wc -l < "$out") records equal the one-process run"
 echo PASS

@@ -1,5 +1,6 @@
 // The generation loop: strategy -> plan -> executor (one forward) -> one verifier -> commit. No libtorch.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -15,6 +16,10 @@ namespace la {
 struct GenParams {
   int max_new_tokens = 128;  // 0: up to the context limit
   SampleParams sample;
+  // Cancellation (clean stop on SIGINT/SIGTERM): read with one relaxed load before every step; once true the
+  // request ends after the step in flight with finish_reason "cancelled" (strategy and executor are ended as
+  // usual, so their state stays consistent). nullptr: never.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct RequestStats {
@@ -26,7 +31,7 @@ struct RequestStats {
   int64_t step_tokens = 0;       // plan nodes (root included), summed over steps
   std::vector<int64_t> accept_hist;  // accept_hist[k]: steps that produced k new tokens
   double seconds = 0, prefill_s = 0, draft_s = 0, forward_s = 0, verify_s = 0, commit_s = 0;
-  std::string finish_reason;     // eos | length
+  std::string finish_reason;     // eos | length | cancelled
   double compression() const { return steps ? double(new_tokens) / steps : 0.0; }
   double mean_accepted() const;  // mean draft tokens accepted per step (new tokens per step minus one)
   double tokens_per_s() const { return seconds > 0 ? new_tokens / seconds : 0.0; }

@@ -9,7 +9,8 @@
 //              or "none"), seq sync, K, the included parts as (rank, size, tokens, local parents, verify flags,
 //              global ids)                                   -> every rank: commit (path mapped to its part; nodes
 //              it does not hold end the prefix), then LocalExecutor::run on its part, then a reply to rank 0:
-//              [sequence number, cache length before, forward tokens, forward microseconds, results...]
+//              [sequence number, cache length before, forward tokens, forward microseconds, stop signal
+//              (0, or the SIGINT/SIGTERM this worker received), results...]
 //              gathered on rank 0 (MPI), merged (merge_part_results) and returned for verification.
 //   END      : the request ended                             -> LocalExecutor::end
 //   SHUTDOWN : leave run_worker
@@ -27,6 +28,7 @@
 // caught on rank 0 by the reply timeout (DistOptions::rank_timeout_s, measured from the moment rank 0 finished
 // its own share of the step), which throws an error naming the silent ranks.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -42,8 +44,13 @@ struct DistOptions {
   // Rank 0 gives up on a rank that has not replied this many seconds after rank 0 finished its own part of a
   // step (or has not taken a broadcast). 0: wait forever. CLI: --rank-timeout.
   double rank_timeout_s = 60;
-  // Keep one DistStepRecord per step (for the strong-scaling simulation).
-  bool record_steps = true;
+  // Keep one DistStepRecord per step (steps(); about 200 bytes a step, so off by default: a long job would grow
+  // without bound; counters() has the totals).
+  bool record_steps = false;
+  // Clean stop on a signal that reached only some ranks. Workers put *stop_signal (one relaxed load; 0: none)
+  // into every RUN reply; rank 0 calls on_worker_stop(signal, rank) for every reply that carries one.
+  const std::atomic<int>* stop_signal = nullptr;
+  std::function<void(int signal, int rank)> on_worker_stop;
 };
 
 // One step as rank 0 saw it.
@@ -152,6 +159,9 @@ void check_agreement(Comm& comm, uint64_t model_checksum, const std::string& par
 // (body may print its own messages and return non-zero, e.g. 2 for usage errors). A multi-rank job is then
 // ended with MPI_Abort(status) (the launcher kills every rank; mpirun exits non-zero); a one-process run returns
 // 1 (or N). On success MPI is finalised (if it was initialised) and body's status returned. stdout is flushed.
-int dist_main_guard(const std::function<int()>& body, const std::string& program = "lookahead");
+// A status listed in `clean_codes` (the CLI's interrupted exits 130/143, returned by rank 0 after it released the
+// workers) is treated like success: MPI is finalised, no abort, and the status is returned.
+int dist_main_guard(const std::function<int()>& body, const std::string& program = "lookahead",
+                    const std::vector<int>& clean_codes = {});
 
 }  // namespace la

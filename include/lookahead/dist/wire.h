@@ -14,6 +14,7 @@ namespace la::wire {
 
 constexpr int32_t kMagic = 0x4C410001;  // "LA", protocol version 1
 enum Cmd : int32_t { kBegin = 1, kRun = 2, kEnd = 3, kShutdown = 4 };
+constexpr int kReplyHead = 5;  // RUN reply: [seq no, cache before, forward tokens, forward us, stop signal]
 const char* cmd_name(int32_t c);
 
 int32_t float_bits(float f);
@@ -46,7 +47,8 @@ SampleParams read_begin(Reader& rd, std::vector<int32_t>& seq);
 bool read_commit(Reader& rd, std::vector<int32_t>& seq, std::vector<int32_t>& path);
 // RUN, second section: the step's sequence sync and this rank's part (validated) among the included parts.
 PlanPart read_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks);
-// Rank 0: checks rank r's reply [sequence number, cache length, forward tokens, forward us, results...] to a
+// Rank 0: checks rank r's reply [sequence number, cache length, forward tokens, forward us, stop signal,
+// results...] to a
 // part of `part_nodes` nodes.
 void check_reply(const std::vector<int32_t>& rep, int r, int part_nodes, int32_t expected_no);
 
