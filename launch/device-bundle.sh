@@ -49,17 +49,26 @@ bundle_ld_path() {
   echo "$p"
 }
 
+# The C library family and the driver come from the GPU machine itself; everything else must resolve from the
+# bundle or from torch (lib/ and the nvidia wheels), never from this machine's system folders.
+BASE_RE='^(libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|ld-linux|libresolv\.so|libutil\.so|libcuda\.so|linux-vdso)'
+
 check_bundle() {
   local t; t=$(torch_dir) || { log "no torch found to check against"; return 1; }
   local ldp; ldp=$(bundle_ld_path "$t")
-  local bad=0 f missing
+  local treal; treal=$(cd "$t/.." && pwd)
+  local bad=0 f out missing outside
   for f in "$OUT"/bin/*; do
+    out=$(env -i LD_LIBRARY_PATH="$ldp" ldd "$f" 2>&1)
     # Only the driver may be missing here (a machine without a GPU has no libcuda.so.1).
-    missing=$(env -i LD_LIBRARY_PATH="$ldp" ldd "$f" 2>&1 | grep "not found" | grep -v "libcuda.so.1" || true)
-    if [ -n "$missing" ]; then
-      log "FAIL: $(basename "$f") has unresolved libraries:"; echo "$missing" | sed 's/^/    /' >&2; bad=1
+    missing=$(echo "$out" | grep "not found" | grep -v "libcuda.so.1" || true)
+    outside=$(echo "$out" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | grep -v -E "$BASE_RE" | while read -r n p; do
+      r=$(readlink -f "$p"); case "$r" in "$(readlink -f "$OUT")"/*|"$treal"/*) ;; *) echo "$n => $p" ;; esac; done)
+    if [ -n "$missing" ] || [ -n "$outside" ]; then
+      log "FAIL: $(basename "$f"): libraries not found, or found outside the bundle and torch:"
+      echo "$missing$outside" | sed 's/^/    /' >&2; bad=1
     else
-      log "ok: $(basename "$f"): every library resolves ($(env -i LD_LIBRARY_PATH="$ldp" ldd "$f" | grep -c "=> $OUT/lib") from the bundle)"
+      log "ok: $(basename "$f"): every library resolves from the bundle ($(echo "$out" | grep -c "=> $OUT/lib")), torch or the C library"
     fi
   done
   local mib; mib=$(du -sm "$OUT" | cut -f1)
@@ -95,8 +104,8 @@ torch_real=$(cd "$TORCH_DIR/.." && pwd)
 for b in "${BINS[@]}"; do ldd "$FROM/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r name path; do
   real=$(readlink -f "$path")
   case "$real" in "$torch_real"/*) continue ;; esac
+  if echo "$name" | grep -q -E "$BASE_RE"; then continue; fi
   case "$name" in
-    libc.so.*|libm.so.*|libdl.so.*|librt.so.*|libpthread.so.*|ld-linux*|libresolv.so.*|libutil.so.*|libcuda.so.*) continue ;;
     libcudart.so.*|libnccl.so.*|libcublas*|libnvrtc*|libnvJitLink*|libcupti*) continue ;;  # torch's nvidia wheels
   esac
   cp -L "$path" "$OUT/lib/$name"
