@@ -118,7 +118,7 @@ if want d; then
     $HF hf --model "$W/bf16" --prompts "$W/prompts.jsonl" --max-new 128 --json "$W/hf.json"
     specs=()
     for s in ar lade trie prompt-lookup; do
-      "$LA" generate --model "$W/bf16" --tokenizer "$SHARED/models/stories260K" --input "$W/prompts.jsonl" \
+      "$LA" generate --model "$W/bf16" --tokenizer bytes --input "$W/prompts.jsonl" \
         --output "$W/la-$s.jsonl" --stats-json "$W/la-$s.json" --max-new-tokens 128 --device cuda --dtype bf16 \
         --strategy "$s" -q
       specs+=("lookahead-$s=$W/la-$s.json:$W/la-$s.jsonl")
@@ -148,7 +148,7 @@ if want e; then
       model=${spec%:*:*}; rest=${spec#"$model":}; pf=${rest%%:*}; n=${rest#*:}
       tag=$(basename "$model" | tr ':' '_')
       common=(generate --model "$model" --input "$E/$pf.jsonl" --max-new-tokens "$n" --dtype fp32 -q)
-      [[ $model == random:* ]] && common+=(--tokenizer "$SHARED/models/stories260K")
+      [[ $model == random:* ]] || [ -d "$model" ] || { printf "%-24s skipped: %s missing\n" "$tag" "$model"; continue; }
       timeout "${LA_T_E:-120}" "$LA" "${common[@]}" --device cpu --strategy ar --output "$E/$tag-cpu.jsonl" || fails=$((fails+1))
       for s in ar jacobi lade trie prompt-lookup; do
         timeout "${LA_T_E:-120}" "$LA" "${common[@]}" --device cuda --strategy "$s" --output "$E/$tag-$s.jsonl" || fails=$((fails+1))

@@ -97,7 +97,7 @@ int cmd_generate(int argc, char** argv) {
       ("config", po::value(&config_file), "read options from an INI-style file (key = value), flags win")
       ("model", po::value(&lo.model), "Hugging Face model directory, or random:NAME[:SEED] (dummy weights)")
       ("tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model (default: the model's; random: "
-                                               "models use a byte tokenizer)")
+                                               "models use a byte tokenizer; `bytes`: that byte tokenizer for any model)")
       ("prompt", po::value(&prompt), "one prompt; the text streams to stdout")
       ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the tokenizer)")
       ("output", po::value(&output), "JSONL output, one record per prompt, written as results arrive")
@@ -215,7 +215,8 @@ int cmd_generate(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   const ModelConfig cfg0 = model_config_of(lo.model);  // fails fast on bad config before weights
   std::unique_ptr<Tokenizer> tok;
-  if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, cfg0.bos_id);
+  if (tokenizer_dir == "bytes") tok = Tokenizer::bytes(cfg0.bos_id);  // e.g. a saved random: model, ids in and out
+  else if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, cfg0.bos_id);
   else if (is_random_model(lo.model)) tok = Tokenizer::bytes(cfg0.bos_id);
   else tok = Tokenizer::load(lo.model, cfg0.bos_id);
   LA_CHECK(tok->vocab_size() <= cfg0.vocab, "tokenizer has ", tok->vocab_size(), " pieces but the model's vocabulary is ",
