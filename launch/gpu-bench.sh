@@ -112,6 +112,7 @@ if want d; then
   mkdir -p "$W"
   (
     set -e
+    mkdir -p "$W/f32"
     [ -f "$W/f32/model.safetensors" ] || "$LA" save-model --model random:tinyllama-1.1b --out "$W/f32"
     [ -f "$W/bf16/config.json" ] || $HF to-bf16 --src "$W/f32" --dst "$W/bf16"
     $HF prompts --vocab 32000 --out "$W/prompts.jsonl" --n 2

@@ -75,18 +75,17 @@ def cmd_prompts(a):
     print(f"wrote {a.n} prompt(s) of {len(ids)} ids to {a.out}")
 
 
-def load_hf(path, dtype):
-    import torch
+def load_hf(path, dtype, device="cuda"):
     from transformers import AutoModelForCausalLM
     try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to("cuda").eval()
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
     except TypeError:  # transformers < 4.56
-        return AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype).to("cuda").eval()
+        return AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype).to(device).eval()
 
 
 def cmd_to_bf16(a):
     import torch
-    m = load_hf(a.src, torch.bfloat16)
+    m = load_hf(a.src, torch.bfloat16, "cpu")
     m.save_pretrained(a.dst, safe_serialization=True)
     for f in ("generation_config.json",):
         if os.path.exists(os.path.join(a.src, f)) and not os.path.exists(os.path.join(a.dst, f)):
@@ -98,31 +97,33 @@ def cmd_hf(a):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
-    model = load_hf(a.model, torch.bfloat16)
+    dev = a.device
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    model = load_hf(a.model, torch.bfloat16, dev)
     cfg = model.config
     # A small random draft with the same vocabulary (transformers' assisted generation needs one).
     dcfg = LlamaConfig(vocab_size=cfg.vocab_size, hidden_size=256, intermediate_size=688, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=cfg.max_position_embeddings,
                        bos_token_id=cfg.bos_token_id, eos_token_id=cfg.eos_token_id, tie_word_embeddings=False)
-    draft = LlamaForCausalLM(dcfg).to(device="cuda", dtype=torch.bfloat16).eval()
+    draft = LlamaForCausalLM(dcfg).to(device=dev, dtype=torch.bfloat16).eval()
     prompts = [json.loads(l) for l in open(a.prompts)]
     modes = {
         "hf-greedy": {},
         "hf-prompt-lookup": {"prompt_lookup_num_tokens": 10},
         "hf-assisted": {"assistant_model": draft},
     }
-    res = {"device": torch.cuda.get_device_name(), "transformers": __import__("transformers").__version__, "rows": {}}
+    res = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "transformers": __import__("transformers").__version__, "rows": {}}
     for name, kw in modes.items():
         ids_out, tokens, secs = [], 0, 0.0
         for p in prompts:
-            x = torch.tensor([p["prompt_ids"]], device="cuda")
+            x = torch.tensor([p["prompt_ids"]], device=dev)
             gen = dict(max_new_tokens=a.max_new, do_sample=False, **kw)
             with torch.inference_mode():
                 model.generate(x, **{**gen, "max_new_tokens": 8})  # warm-up
-                torch.cuda.synchronize()
+                sync()
                 t0 = time.perf_counter()
                 y = model.generate(x, **gen)
-                torch.cuda.synchronize()
+                sync()
                 secs += time.perf_counter() - t0
             new = y[0, x.shape[1]:].tolist()
             tokens += len(new)
@@ -142,7 +143,7 @@ def cmd_table(a):
         stats, out = files.split(":", 1)
         s = json.load(open(stats))["aggregate"]
         recs = [json.loads(l) for l in open(out)]
-        ids = [r["ids"][len(r["prompt_ids"]):] for r in recs]
+        ids = [r["ids"] for r in recs]  # the generated ids (the prompt is in "prompt_ids")
         rows.append((name, s["new_tokens"], s["seconds"], s["new_tokens"] / s["seconds"], s.get("compression"), ids))
     base = next((r for r in rows if r[0] == "hf-greedy"), rows[0])
     ar = next((r for r in rows if r[0] == "lookahead-ar"), None)
@@ -196,6 +197,7 @@ def main():
     p.add_argument("--prompts", required=True)
     p.add_argument("--max-new", type=int, default=128)
     p.add_argument("--json", required=True)
+    p.add_argument("--device", default="cuda", help="cpu: a smoke test of the script where there is no GPU")
     p = sub.add_parser("table")
     p.add_argument("--hf", required=True)
     p.add_argument("--lookahead", nargs="*", default=[])
