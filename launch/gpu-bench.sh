@@ -60,7 +60,7 @@ if want a; then
   if grep -q "no CUDA device" "$LOGS/a_test_kernels.log"; then record "a test_kernels" "SKIPPED: no CUDA device"; else
     record "a test_kernels" "$([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc")"; fi
   if [ -x "$TM" ]; then
-    timeout "${LA_T_A:-150}" "$TM" --gtest_filter='*CudaForward*' --gtest_brief=1 >"$LOGS/a_cuda_forward.log" 2>&1; rc=$?
+    LA_SHARED="$SHARED" timeout "${LA_T_A:-150}" "$TM" --gtest_filter='*CudaForward*' --gtest_brief=1 >"$LOGS/a_cuda_forward.log" 2>&1; rc=$?
     grep -E "PASSED|FAILED|SKIPPED|Failure|error" "$LOGS/a_cuda_forward.log" | tail -20
     record "a cuda forward tests" "$([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc")"
   fi
