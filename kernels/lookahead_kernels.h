@@ -109,6 +109,22 @@ cudaError_t launch_swiglu(DType dt, int T, int I, const void* gate, int64_t gate
                           int64_t up_stride, void* out, int64_t out_stride, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------------------
+// KV cache (kv_cache.cu). Caches are [rows, Hkv, D] with unit stride over D.
+
+// k_cache[len + t, h, :] = k_new[t, h, :] and the same for v, for t < T, with len = *cache_len_dev read on the
+// device (one captured graph serves every cache length). Rows at or past cache_rows are skipped.
+cudaError_t launch_kv_append(DType dt, int T, int Hkv, int D, const void* k_new, int64_t kn_stride_t,
+                             int64_t kn_stride_h, const void* v_new, int64_t vn_stride_t, int64_t vn_stride_h,
+                             void* k_cache, void* v_cache, int64_t c_stride_t, int64_t c_stride_h,
+                             const int32_t* cache_len_dev, int cache_rows, cudaStream_t stream);
+
+// Commit of an accepted path: in each of `caches` contiguous caches (device array of base pointers, e.g. every
+// layer's K and V), row len + j <- row len + src[j] for j < m, in order. src (device, m ints) must be strictly
+// increasing with src[j] >= j (a root-to-node path of the last step) and len + src[m-1] inside the cache.
+cudaError_t launch_kv_commit(DType dt, int caches, void* const* cache_ptrs_dev, int64_t row_elems, int len,
+                             const int32_t* src_dev, int m, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------------------
 // Greedy verification.
 
 // out[r] = argmax_v logits[r, v] (first index on ties, NaN counts as the maximum, like torch.argmax).
@@ -132,6 +148,10 @@ cudaError_t launch_greedy_accept(int T, const int32_t* parents, const int32_t* t
 // inside the capture must come from memory that outlives the graph: with libtorch, route the caching allocator
 // to a private pool around the capture (c10::cuda::CUDACachingAllocator::beginAllocateToPool / endAllocateToPool)
 // or pre-allocate. Capture requires a non-default stream.
+// The body must launch everything on the `stream` it is given: ATen ops and the la::cuda adapters launch on c10's
+// current stream instead, so a body using them is not captured here. The model's forward therefore does not use
+// this class: it captures with at::cuda::CUDAGraph on a side stream made c10's current stream
+// (src/model/torch_cuda_forward.cpp); StepGraphs serves raw-launcher code (tests/kernels/test_graph.cpp).
 class StepGraphs {
  public:
   explicit StepGraphs(std::vector<int> buckets = {1, 16, 32, 64, 128, 256});

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds lookahead with CUDA on the GPU machine, runs every test (ctest) and the CUDA kernel tests, then the GPU
-# benchmarks (launch/bench-gpu.sh). Logs go to $OUT (the device runner's output folder) or to build/device-out.
+# The build-from-source fallback of launch/device-bundle.sh (prefer the bundle: it needs no build there).
+# Builds lookahead with CUDA on the GPU machine, runs the CUDA kernel tests (ctest label "kernels") and the
+# CUDA forward tests, then the GPU benchmarks (launch/bench-gpu.sh). Logs go to $OUT (the device runner's output folder) or to build/device-out.
 #
 #   launch/device-test.sh [all|build|test|bench]...   # default: all (= build test bench)
 #
@@ -31,7 +32,7 @@ ARCH_TRIPLET=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 [ -n "$ARCH_TRIPLET" ] || ARCH_TRIPLET=x86_64-linux-gnu
 
 DEV="libboost-program-options-dev libboost-program-options1.74-dev libboost1.74-dev libopenmpi-dev
-     nlohmann-json3-dev libsentencepiece-dev libgtest-dev"
+     nlohmann-json3-dev libsentencepiece-dev libgtest-dev pkgconf pkgconf-bin libpkgconf3"
 RT="libboost-program-options1.74.0 libopenmpi3 openmpi-bin openmpi-common libsentencepiece0"
 BASE='^(gcc|cpp|g\+\+|libgcc|libstdc\+\+|libc6|libc-|libc-bin|perl|libperl|debconf|dpkg|tar|python3|login|passwd|base-|bash|coreutils|util-linux|init-system|systemd|libsystemd|lib(pam|selinux|semanage|sepol|audit|crypt|acl|attr)[^ ]*)'
 
@@ -189,9 +190,17 @@ if want test; then
   else
     record "test_kernels (binary missing)" 1
   fi
-  log "ctest (all tests; log: $LOGS/ctest.log)"
+  if [ -x "$BUILD/tests/test_model" ]; then
+    log "CUDA forward tests (test_model --gtest_filter='*CudaForward*')"
+    "$BUILD/tests/test_model" --gtest_filter='*CudaForward*' >"$LOGS/test_cuda_forward.log" 2>&1
+    rc=$?
+    tail -25 "$LOGS/test_cuda_forward.log" >&2
+    record test_cuda_forward $rc
+  fi
+  log "ctest -L kernels (log: $LOGS/ctest.log)"
+  # Only the kernel label: the CPU suites were run in CI, and the device call's minutes are for the GPU.
   # shellcheck disable=SC2086
-  (cd "$BUILD" && ctest --output-on-failure --output-junit "$LOGS/ctest-junit.xml" ${CTEST_ARGS:-}) \
+  (cd "$BUILD" && ctest -L kernels --output-on-failure --output-junit "$LOGS/ctest-junit.xml" ${CTEST_ARGS:-}) \
     >"$LOGS/ctest.log" 2>&1
   rc=$?
   grep -E "tests passed|tests failed|\*\*\*|Failed|Not Run" "$LOGS/ctest.log" | tail -30 >&2

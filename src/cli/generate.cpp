@@ -99,7 +99,8 @@ int cmd_generate(int argc, char** argv) {
       ("config", po::value(&config_file), "read options from an INI-style file (key = value), flags win")
       ("model", po::value(&lo.model), "Hugging Face model directory, or random:NAME[:SEED] (dummy weights)")
       ("tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model or tokenizer.json (default: the "
-                                               "model's; random: models use a byte tokenizer)")
+                                               "model's; random: models use a byte tokenizer; `bytes`: that byte "
+                                               "tokenizer for any model)")
       ("prompt", po::value(&prompt), "one prompt; the text streams to stdout")
       ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the tokenizer)")
       ("output", po::value(&output), "JSONL output, one record per prompt, written as results arrive")
@@ -125,6 +126,8 @@ int cmd_generate(int argc, char** argv) {
        "of a K-device step (launch/strong-scaling.sh measures it)")
       ("quiet,q", po::bool_switch(&quiet), "do not stream text or print the summary")
       ("allow-empty-prompt", po::bool_switch(&allow_empty), "accept empty prompts (generation starts from BOS)");
+  std::string graphs;
+  add_device_options(d, lo, graphs);
   add_strategy_options(d, so);
   add_batch_options(d, bo);
   po::variables_map vm;
@@ -158,6 +161,7 @@ int cmd_generate(int argc, char** argv) {
            "' (expected fp32, fp16 or bf16)");
   LA_CHECK(lo.device == "cpu" || lo.device == "cuda", "invalid --device '", lo.device, "' (expected cpu or cuda)");
   LA_CHECK(lo.threads >= 0, "--threads must be >= 0");
+  apply_device_options(lo, graphs);
   so.validate();
   bo.validate();
 
@@ -247,7 +251,7 @@ int cmd_generate(int argc, char** argv) {
     std::ostringstream params;
     params << lo.dtype << "|" << gp.max_new_tokens << "|" << gp.sample.temperature << "|" << gp.sample.top_k << "|"
            << gp.sample.top_p << "|" << gp.sample.seed << "|" << so.name << "|" << prompts.size();
-    check_agreement(*comm, model->checksum(), params.str());
+    if (comm->size() > 1) check_agreement(*comm, model->checksum(), params.str());  // one rank: nothing to compare
   }
   DistOptions dopt;
   dopt.rank_timeout_s = rank_timeout;
@@ -351,6 +355,8 @@ int cmd_generate(int argc, char** argv) {
               {"per_prompt", per}, {"counters", strategy->counters()}};
     const auto dc = exec.counters();
     s["ranks"] = dc.ranks;
+    // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).
+    s["comm"] = {{"backend", comm->backend()}, {"mpi_initialized", mpi_initialized()}, {"mpi_build", built_with_mpi()}};
     if (dc.ranks > 1)
       s["dist"] = {{"backend", dc.backend}, {"steps", dc.steps},
                    {"duplication", dc.plan_nodes ? double(dc.part_nodes) / dc.plan_nodes : 0.0},

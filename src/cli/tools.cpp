@@ -16,6 +16,22 @@ namespace po = boost::program_options;
 using json = nlohmann::json;
 
 namespace la::cli {
+
+void add_device_options(po::options_description& d, LoadOptions& lo, std::string& graphs) {
+  d.add_options()("kernels", po::value(&lo.kernels)->default_value("on"),
+                  "--device cuda: on = the lookahead CUDA kernels (fused ops, step attention, device argmax) for "
+                  "steps of up to 256 tokens; off = the ATen forward the CPU runs (reference); bench-forward also takes "
+                  "both (the ATen forward timed beside, on the same weights)")(
+      "cuda-graphs", po::value(&graphs)->default_value("on"),
+      "--device cuda with --kernels on: replay one CUDA graph per step bucket (1, 8, 16, ..., 256 tokens): on | off");
+}
+
+void apply_device_options(LoadOptions& lo, const std::string& graphs) {  // bench-forward maps "both" to "on" first
+  LA_CHECK(lo.kernels == "on" || lo.kernels == "off", "invalid --kernels '", lo.kernels, "' (expected on or off)");
+  LA_CHECK(graphs == "on" || graphs == "off", "invalid --cuda-graphs '", graphs, "' (expected on or off)");
+  lo.cuda_graphs = graphs == "on";
+}
+
 namespace {
 // Parses the command line into vm; prints the help and returns true if --help was given.
 bool parse_or_help(int argc, char** argv, const po::options_description& d, po::variables_map& vm) {
@@ -56,17 +72,27 @@ int cmd_bench_forward(int argc, char** argv) {
       "threads", po::value(&lo.threads)->default_value(0), "CPU threads")(
       "tokens", po::value(&tokens)->default_value(tokens), "comma list of step sizes T")(
       "context", po::value(&contexts)->default_value(contexts), "comma list of committed context lengths")(
-      "repeat", po::value(&repeat)->default_value(5), "timed repetitions per point (after one warm-up)");
+      "repeat", po::value(&repeat)->default_value(5), "timed repetitions per point (after two warm-ups)");
+  std::string graphs;
+  add_device_options(d, lo, graphs);
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
+  const bool both = lo.kernels == "both";  // time the kernel and the ATen forward on one set of weights
+  if (both) lo.kernels = "on";
+  apply_device_options(lo, graphs);
   LA_CHECK(repeat >= 1, "--repeat must be >= 1");
   auto Ts = int_list(tokens, "tokens");
   auto Cs = int_list(contexts, "context");
   auto m = load_llama(lo);
+  std::unique_ptr<StepModel> aten;
+  if (both) aten = fork_with_kernels(*m, false, false);
   const auto& c = m->config();
   std::cout << "model " << m->describe() << "\n";
+  if (aten) std::cout << "reference " << aten->describe() << " (same weights)\n";
   std::cout << std::setw(8) << "context" << std::setw(8) << "T" << std::setw(14) << "forward_ms" << std::setw(12)
-            << "vs_T1" << "\n";
+            << "vs_T1";
+  if (aten) std::cout << std::setw(14) << "aten_ms" << std::setw(12) << "aten/kern";
+  std::cout << "\n";
   SampleParams sp;
   for (int ctx : Cs) {
     double base = 0;
@@ -74,15 +100,6 @@ int cmd_bench_forward(int argc, char** argv) {
       if (ctx + T > c.max_positions) {
         std::cout << std::setw(8) << ctx << std::setw(8) << T << "   (past max positions)\n";
         continue;
-      }
-      m->truncate(0);
-      // fill the cache with ctx tokens in chunks
-      for (int done = 0; done < ctx;) {
-        const int n = std::min(256, ctx - done);
-        std::vector<int32_t> chunk(n);
-        for (int i = 0; i < n; ++i) chunk[i] = (done + i) % c.vocab;
-        append_chain(*m, chunk);
-        done += n;
       }
       StepInput in;  // a tree: two-way branching chain mix
       for (int i = 0; i < T; ++i) {
@@ -95,13 +112,30 @@ int cmd_bench_forward(int argc, char** argv) {
         for (int a = in.parents[i]; a >= 0; a = in.parents[a]) ++depth;
         in.positions.push_back(ctx + depth);
       }
-      m->forward(in, sp);
-      auto t0 = std::chrono::steady_clock::now();
-      for (int r = 0; r < repeat; ++r) m->forward(in, sp);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / repeat;
+      auto time_ms = [&](StepModel& mm) {
+        mm.truncate(0);
+        for (int done = 0; done < ctx;) {  // fill the cache with ctx tokens in chunks
+          const int n = std::min(256, ctx - done);
+          std::vector<int32_t> chunk(n);
+          for (int i = 0; i < n; ++i) chunk[i] = (done + i) % c.vocab;
+          append_chain(mm, chunk);
+          done += n;
+        }
+        mm.forward(in, sp);  // warm-ups (with CUDA graphs: the eager run, then the capture)
+        mm.forward(in, sp);
+        auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < repeat; ++r) mm.forward(in, sp);
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / repeat;
+      };
+      const double ms = time_ms(*m);
       if (T == Ts.front()) base = ms;
       std::cout << std::setw(8) << ctx << std::setw(8) << T << std::setw(14) << std::fixed << std::setprecision(3) << ms
-                << std::setw(12) << std::setprecision(2) << (base > 0 ? ms / base : 0.0) << "\n";
+                << std::setw(12) << std::setprecision(2) << (base > 0 ? ms / base : 0.0);
+      if (aten) {
+        const double ams = time_ms(*aten);
+        std::cout << std::setw(14) << std::setprecision(3) << ams << std::setw(12) << std::setprecision(2) << ams / ms;
+      }
+      std::cout << std::endl;
     }
   }
   return 0;
@@ -115,8 +149,11 @@ int cmd_score(int argc, char** argv) {
       "ids", po::value(&ids_s)->required(), "comma list of token ids")(
       "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
       "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda");
+  std::string graphs;
+  add_device_options(d, lo, graphs);
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
+  apply_device_options(lo, graphs);
   const auto parsed = int_list(ids_s, "ids", 0);
   const std::vector<int32_t> ids(parsed.begin(), parsed.end());
   LA_CHECK(!ids.empty(), "--ids is empty");
@@ -154,7 +191,8 @@ std::unique_ptr<Tokenizer> open_tokenizer(const std::string& model, const std::s
                                           const ModelConfig* cfg) {
   const int bos = cfg ? cfg->bos_id : -1;
   std::unique_ptr<Tokenizer> tok;
-  if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, bos);
+  if (tokenizer_dir == "bytes") tok = Tokenizer::bytes(bos);  // e.g. a saved random: model, ids in and out
+  else if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, bos);
   else if (is_random_model(model)) tok = Tokenizer::bytes(bos);
   else tok = Tokenizer::load(model, bos);
   if (cfg)

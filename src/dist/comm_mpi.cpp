@@ -1,4 +1,4 @@
-// MPI communicator (all messages), backend selection, launcher detection.
+// MPI communicator (all messages) and backend selection (launcher detection: launcher.cpp).
 #define OMPI_SKIP_MPICXX 1  // C API only
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -287,29 +287,17 @@ class MpiComm final : public Comm {
 
 }  // namespace
 
-int launcher_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
-    const int r = env_int(v, -1);
-    if (r >= 0) return r;
-  }
-  if (std::getenv("SLURM_STEP_NUM_TASKS")) return env_int("SLURM_PROCID", -1);
-  return -1;
-}
-
-int launcher_size() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    const int r = env_int(v, 0);
-    if (r > 0) return r;
-  }
-  if (std::getenv("PMIX_RANK")) return env_int("SLURM_STEP_NUM_TASKS", env_int("SLURM_NTASKS", 0));
-  return env_int("SLURM_STEP_NUM_TASKS", 0);
-}
-
 bool mpi_active() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   return init && !fin;
+}
+
+bool mpi_initialized() {
+  int init = 0;
+  MPI_Initialized(&init);
+  return init != 0;
 }
 
 void mpi_init() { ensure_mpi(); }
@@ -337,6 +325,8 @@ void mpi_abort(int code) {
   std::_Exit(code);
 }
 
+bool built_with_mpi() { return true; }
+
 int rank_cuda_device(int local_rank) {
   const int n = comm_cuda_device_count();
   return n > 0 ? local_rank % n : 0;
@@ -345,6 +335,11 @@ int rank_cuda_device(int local_rank) {
 std::unique_ptr<Comm> make_comm(const std::string& kind, const std::string& device) {
   LA_CHECK(kind == "auto" || kind == "mpi" || kind == "nccl", "--comm must be auto, mpi or nccl (got '", kind,
            "')");
+  if (!launched_by_mpi_launcher()) {  // started by hand: one process, and MPI stays uninitialised
+    LA_CHECK(kind != "nccl", "--comm nccl needs a multi-rank job started by mpirun or srun (this is one process",
+             device != "cuda" ? ", and the model is on '" + device + "', not cuda)" : std::string(")"));
+    return make_local_comm();
+  }
   std::unique_ptr<Comm> mpi = std::make_unique<MpiComm>();
   if (kind == "mpi") return mpi;
   const bool want = kind == "nccl";

@@ -10,8 +10,10 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "cuda_forward.h"
 #include "lookahead/model/llama.h"
 #include "lookahead/model/safetensors.h"
+#include "lookahead/model/step_layout.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 
@@ -38,18 +40,17 @@ at::ScalarType to_scalar(DType d) {
   return at::kFloat;
 }
 
-struct LayerW {
-  at::Tensor ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd;
-};
-
 class TorchLlama final : public StepModel {
  public:
-  TorchLlama(const ModelConfig& c, at::Device dev, at::ScalarType dt, std::string desc)
-      : cfg_(c), dev_(dev), dt_(dt), desc_(std::move(desc)) {}
+  TorchLlama(const ModelConfig& c, at::Device dev, at::ScalarType dt, std::string desc, bool kernels = false,
+             bool graphs = false)
+      : cfg_(c), dev_(dev), dt_(dt), desc_(std::move(desc)), kernels_(kernels), graphs_(graphs) {}
 
   const ModelConfig& config() const override { return cfg_; }
   int cache_len() const override { return len_; }
-  std::string describe() const override { return desc_; }
+  std::string describe() const override {
+    return kernel_note_.empty() ? desc_ : desc_.substr(0, desc_.size() - 1) + ", " + kernel_note_ + "]";
+  }
 
   // ---- weights -------------------------------------------------------------------------------------------
   void set_weights(std::map<std::string, at::Tensor> w) {
@@ -90,6 +91,33 @@ class TorchLlama final : public StepModel {
     }
     init_rope();
     alloc_cache(cfg_.max_positions + 256);
+    make_cuda_forward();
+  }
+
+  // The kernel forward for CUDA models with --kernels on (when the shapes allow; else the ATen forward serves).
+  void make_cuda_forward() {
+    cf_.reset();
+    kernel_note_.clear();
+#ifdef LOOKAHEAD_WITH_CUDA
+    if (!dev_.is_cuda() || !kernels_) return;
+    const std::string why = CudaForward::unsupported_reason(cfg_, dt_);
+    if (!why.empty()) {
+      kernel_note_ = "kernels off: " + why;
+      return;
+    }
+    CudaModelRefs r;
+    r.cfg = &cfg_;
+    r.dtype = dt_;
+    r.embed = embed_;
+    r.norm = norm_;
+    r.lm_head = lm_head_;
+    r.inv_freq = inv_freq_;
+    r.layers = &layers_;
+    r.kc = &kc_;
+    r.vc = &vc_;
+    cf_ = std::make_shared<CudaForward>(r, graphs_);
+    kernel_note_ = graphs_ ? "kernels, graphs" : "kernels";
+#endif
   }
 
   // Every weight under its Hugging Face name (q/k/v and gate/up as views of the fused tensors).
@@ -114,28 +142,44 @@ class TorchLlama final : public StepModel {
   }
 
   // Tensor copies share storage: the weights (and rope tables) are shared, only the cache is new.
-  std::unique_ptr<StepModel> fork() const override {
+  std::unique_ptr<StepModel> fork() const override { return fork_with(kernels_, graphs_); }
+
+  // A fork whose CUDA forward uses (or not) the kernels and graphs: compares both paths on one set of weights.
+  std::unique_ptr<TorchLlama> fork_with(bool kernels, bool graphs) const {
     auto m = std::make_unique<TorchLlama>(*this);
+    m->kernels_ = kernels;
+    m->graphs_ = graphs;
+    m->cf_.reset();  // the copy must not share this model's step buffers, graphs or cache table
     m->len_ = 0;
     m->step_len_ = 0;
     m->alloc_cache(cap_);
+    m->make_cuda_forward();
     return m;
   }
 
+  // Exact and order-independent per tensor, so ranks on CPU and on GPUs agree bit for bit: int64 sums of the raw
+  // bit patterns, plus a position-weighted sum (catches permuted rows). Computed on the tensor's device in chunks
+  // of at most kChunk elements (never a double-precision copy of a whole tensor). Only multi-rank runs call it.
   uint64_t checksum() const override {
-    // Order-dependent mix of per-tensor sums (double) and shapes: catches different weights or configs.
+    constexpr int64_t kChunk = int64_t(1) << 22;
+    c10::InferenceMode ng;
     uint64_t h = 1469598103934665603ULL;
     auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
-    for (auto& [name, t] : named_) {
+    for (auto& [name, t] : named()) {
       for (char ch : name) mix(static_cast<uint8_t>(ch));
       for (auto s : t.sizes()) mix(static_cast<uint64_t>(s));
-      const double s1 = t.to(at::kDouble).sum().item<double>();
-      const double s2 = t.to(at::kDouble).abs().sum().item<double>();
-      uint64_t b1, b2;
-      std::memcpy(&b1, &s1, 8);
-      std::memcpy(&b2, &s2, 8);
-      mix(b1);
-      mix(b2);
+      const at::Tensor flat = t.contiguous().view(-1);
+      const at::Tensor bits = flat.view(t.element_size() == 4 ? at::kInt : at::kShort);
+      uint64_t s1 = 0, s2 = 0;  // wrap around on purpose
+      for (int64_t off = 0; off < bits.numel(); off += kChunk) {
+        const int64_t n = std::min(kChunk, bits.numel() - off);
+        const at::Tensor b = bits.narrow(0, off, n).to(at::kLong);
+        const at::Tensor w = at::arange(off, off + n, b.options()).remainder_(251).add_(1);
+        s1 += static_cast<uint64_t>(b.sum().item<int64_t>());
+        s2 += static_cast<uint64_t>(b.mul(w).sum().item<int64_t>());
+      }
+      mix(s1);
+      mix(s2);
     }
     return h;
   }
@@ -156,6 +200,19 @@ class TorchLlama final : public StepModel {
     const int L = len_;
     if (L + T > cap_) alloc_cache(std::max(L + T, cap_ * 2), /*keep=*/L);
     c10::InferenceMode ng;
+#ifdef LOOKAHEAD_WITH_CUDA
+    if (cf_ && T <= CudaForward::kMaxRows) {
+      const int R = step_bucket(T);  // padding rows write K/V past the step too
+      if (L + R > cap_) alloc_cache(std::max(L + R, cap_ * 2), /*keep=*/L);
+      cf_->run(in, L, cap_);
+      step_len_ = T;
+      if (sp.greedy() && !logits_out) return cf_->argmax_to_host(T);
+      at::Tensor logits = cf_->logits(T).to(at::kFloat);
+      std::vector<int32_t> out = sp.greedy() ? cf_->argmax_to_host(T) : to_host_ids(sample(logits, in.positions, sp));
+      if (logits_out) copy_logits(logits, logits_out);
+      return out;
+    }
+#endif
     auto i64 = at::TensorOptions().dtype(at::kLong);
     std::vector<int64_t> ids(in.tokens.begin(), in.tokens.end()), pos(in.positions.begin(), in.positions.end());
     at::Tensor tid = at::from_blob(ids.data(), {T}, i64).to(dev_);
@@ -214,13 +271,18 @@ class TorchLlama final : public StepModel {
     } else {
       next = sample(logits, in.positions, sp);
     }
-    at::Tensor nc = next.to(at::kInt).cpu().contiguous();
-    std::vector<int32_t> out(nc.data_ptr<int32_t>(), nc.data_ptr<int32_t>() + T);
-    if (logits_out) {
-      at::Tensor lc = logits.cpu().contiguous();
-      logits_out->assign(lc.data_ptr<float>(), lc.data_ptr<float>() + lc.numel());
-    }
+    std::vector<int32_t> out = to_host_ids(next);
+    if (logits_out) copy_logits(logits, logits_out);
     return out;
+  }
+
+  static std::vector<int32_t> to_host_ids(const at::Tensor& next) {
+    at::Tensor nc = next.to(at::kInt).cpu().contiguous();
+    return std::vector<int32_t>(nc.data_ptr<int32_t>(), nc.data_ptr<int32_t>() + nc.numel());
+  }
+  static void copy_logits(const at::Tensor& logits, std::vector<float>* out) {
+    at::Tensor lc = logits.cpu().contiguous();
+    out->assign(lc.data_ptr<float>(), lc.data_ptr<float>() + lc.numel());
   }
 
   void commit(const std::vector<int32_t>& idx) override {
@@ -231,6 +293,14 @@ class TorchLlama final : public StepModel {
     c10::InferenceMode ng;
     bool identity = true;
     for (int j = 0; j < m; ++j) identity = identity && idx[j] == j;
+#ifdef LOOKAHEAD_WITH_CUDA
+    bool path_order = true;  // the commit kernel copies in place: needs idx strictly increasing with idx[j] >= j
+    for (int j = 0; j < m; ++j) path_order = path_order && idx[j] >= j && (j == 0 || idx[j] > idx[j - 1]);
+    if (!identity && path_order && cf_ && m <= CudaForward::kMaxRows) {  // one kernel for all layers, no allocation
+      cf_->commit(idx, len_);
+      identity = true;
+    }
+#endif
     if (!identity) {
       std::vector<int64_t> rows(idx.begin(), idx.end());
       for (auto& r : rows) r += len_;
@@ -287,6 +357,7 @@ class TorchLlama final : public StepModel {
     // Same arithmetic as Hugging Face: float32 inv_freq times float32 positions.
     std::vector<float> invf(inv.begin(), inv.end());
     at::Tensor tinv = at::from_blob(invf.data(), {D / 2}, at::TensorOptions().dtype(at::kFloat)).clone();
+    inv_freq_ = tinv.to(dev_);
     at::Tensor tp = at::arange(cfg_.max_positions, at::TensorOptions().dtype(at::kFloat));
     at::Tensor freqs = at::outer(tp, tinv);
     at::Tensor emb = at::cat({freqs, freqs}, -1);
@@ -311,6 +382,9 @@ class TorchLlama final : public StepModel {
     kc_ = std::move(nk);
     vc_ = std::move(nv);
     cap_ = cap;
+#ifdef LOOKAHEAD_WITH_CUDA
+    if (cf_) cf_->cache_changed();
+#endif
   }
 
   at::Tensor sample(const at::Tensor& logits, const std::vector<int32_t>& positions, const SampleParams& sp) const {
@@ -341,10 +415,17 @@ class TorchLlama final : public StepModel {
   at::ScalarType dt_;
   std::string desc_;
   std::map<std::string, at::Tensor> named_;
-  at::Tensor embed_, norm_, lm_head_, cos_, sin_;
+  at::Tensor embed_, norm_, lm_head_, cos_, sin_, inv_freq_;
   std::vector<LayerW> layers_;
   std::vector<at::Tensor> kc_, vc_;
   int cap_ = 0, len_ = 0, step_len_ = 0;
+  bool kernels_ = false, graphs_ = false;
+  std::string kernel_note_;  // shown in describe(): "kernels, graphs", or why the kernels are off
+#ifdef LOOKAHEAD_WITH_CUDA
+  std::shared_ptr<CudaForward> cf_;  // shared_ptr only so that fork()'s copy compiles; fork() resets it
+#else
+  std::shared_ptr<void> cf_;
+#endif
 };
 
 at::Device make_device(const LoadOptions& o) {
@@ -362,6 +443,12 @@ at::Device make_device(const LoadOptions& o) {
 }
 
 }  // namespace
+
+std::unique_ptr<StepModel> fork_with_kernels(const StepModel& model, bool kernels, bool graphs) {
+  const auto* tm = dynamic_cast<const TorchLlama*>(&model);
+  LA_CHECK(tm != nullptr, "fork_with_kernels: not a libtorch model");
+  return tm->fork_with(kernels, graphs);
+}
 
 int cuda_device_count() {
 #ifdef LOOKAHEAD_WITH_CUDA
@@ -402,6 +489,7 @@ ModelConfig model_config_of(const std::string& model) {
 
 std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   const at::ScalarType dt = parse_dtype(o.dtype);
+  LA_CHECK(o.kernels == "on" || o.kernels == "off", "invalid --kernels '", o.kernels, "' (expected on or off)");
   if (o.threads > 0) at::set_num_threads(o.threads);
   const at::Device dev = make_device(o);
   c10::InferenceMode ng;
@@ -451,7 +539,8 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
     }
     desc = o.model;
   }
-  auto m = std::make_unique<TorchLlama>(cfg, dev, dt, desc + " [" + o.dtype + ", " + o.device + "]");
+  auto m = std::make_unique<TorchLlama>(cfg, dev, dt, desc + " [" + o.dtype + ", " + o.device + "]",
+                                        o.kernels == "on", o.cuda_graphs);
   m->set_weights(std::move(w));
   return m;
 }

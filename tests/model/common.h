@@ -1,5 +1,6 @@
 // Shared helpers for model-level tests.
 #pragma once
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,7 +14,11 @@
 
 namespace la::test {
 
-inline std::string shared_dir() { return LA_SHARED_DIR; }
+// LA_SHARED in the environment overrides the build's shared/ path (a bundled test binary on another machine).
+inline std::string shared_dir() {
+  const char* e = std::getenv("LA_SHARED");
+  return e && *e ? e : LA_SHARED_DIR;
+}
 inline std::string stories() { return shared_dir() + "/models/stories260K"; }
 inline std::string llama2xs() { return shared_dir() + "/models/llama2xs"; }
 

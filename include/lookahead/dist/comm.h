@@ -59,11 +59,18 @@ class Comm {
   CommStats stats_;
 };
 
-// Creates the communicator over all ranks of the job (initialising MPI if needed). `kind`: "auto" | "mpi" |
-// "nccl"; `device`: the model device ("cpu" or "cuda"). auto picks nccl when this is a CUDA/NCCL build, the
-// device is cuda, there is more than one rank and every rank has a GPU of its own (distinct GPU UUIDs per node),
-// else mpi. "nccl" without that throws la::Error saying why. Collective: every rank must call it.
+// Creates the communicator over all ranks of the job. A process no launcher started (launched_by_mpi_launcher()
+// false) gets the single-process communicator (backend "local") and MPI is never initialised; so does every
+// process of a build without MPI (LOOKAHEAD_MPI=OFF), where a launched multi-rank job is an error. Otherwise
+// MPI is initialised if needed: `kind`: "auto" | "mpi" | "nccl"; `device`: the model device ("cpu" or "cuda").
+// auto picks nccl when this is a CUDA/NCCL build, the device is cuda, there is more than one rank and every rank
+// has a GPU of its own (distinct GPU UUIDs per node), else mpi. "nccl" without that throws la::Error saying why.
+// Collective: every rank must call it.
 std::unique_ptr<Comm> make_comm(const std::string& kind, const std::string& device);
+// The single-process communicator (rank 0 of 1; collectives are the identity). No MPI.
+std::unique_ptr<Comm> make_local_comm();
+// Whether this build has MPI (CMake LOOKAHEAD_MPI).
+bool built_with_mpi();
 
 // CUDA devices this process sees (0 in builds without NCCL/CUDA or without a driver).
 int comm_cuda_device_count();
@@ -73,13 +80,18 @@ int comm_cuda_device_count();
 int rank_cuda_device(int local_rank);
 
 // The job's rank and size as the launcher announced them (Open MPI, PMIx, PMI, Slurm variables), before or
-// without MPI: -1 / 0 when not launched by one.
+// without MPI: -1 / 0 when not launched by one. launched_by_mpi_launcher: any of OMPI_COMM_WORLD_{SIZE,RANK},
+// PMIX_RANK, PMI_{RANK,SIZE}, SLURM_STEP_NUM_TASKS is set, or SLURM_PROCID with SLURM_NTASKS > 1 (src/dist/
+// launcher.cpp, in la_core: no MPI needed to ask).
 int launcher_rank();
 int launcher_size();
+bool launched_by_mpi_launcher();
 // Process-level MPI helpers. mpi_active: initialised and not finalised. mpi_init / mpi_finalize are idempotent.
 // mpi_world_rank / size: -1 / 0 when MPI is not active. mpi_abort: MPI_Abort(MPI_COMM_WORLD, code), or _exit
 // when MPI is not active.
 bool mpi_active();
+// MPI_Init was called in this process (even if finalised since); false in builds without MPI.
+bool mpi_initialized();
 void mpi_init();
 void mpi_finalize();
 int mpi_world_rank();

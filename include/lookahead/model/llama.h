@@ -13,6 +13,10 @@ struct LoadOptions {
   std::string device = "cpu";  // cpu | cuda
   int device_index = 0;
   int threads = 0;             // CPU intra-op threads (0: libtorch default)
+  // CUDA models: the lookahead kernels (fused ops, step attention, device argmax) for steps of up to 256 tokens
+  // ("on"), or the ATen forward the CPU runs ("off", the reference). Ignored on CPU.
+  std::string kernels = "on";
+  bool cuda_graphs = true;     // with kernels: one CUDA graph per step bucket
 };
 
 std::unique_ptr<StepModel> load_llama(const LoadOptions& opt);
@@ -20,6 +24,9 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& opt);
 ModelConfig model_config_of(const std::string& model);
 bool is_random_model(const std::string& model);
 int cuda_device_count();
+// A replica sharing `model`'s weights with its own empty cache, whose CUDA forward uses the kernels (and graphs)
+// or not: bench-forward --kernels both times both paths on one set of weights.
+std::unique_ptr<StepModel> fork_with_kernels(const StepModel& model, bool kernels, bool graphs);
 // Saves a model's weights as a Hugging Face directory (config.json, generation_config.json, model.safetensors).
 void save_hf_directory(StepModel& model, const std::string& dir);
 

@@ -1,0 +1,43 @@
+// Host-side layout of a step for the CUDA forward (no libtorch, no CUDA: tested on any machine).
+//
+// The CUDA forward pads every step of T tokens to a bucket (the smallest of kStepBuckets >= T) so that one CUDA
+// graph per bucket serves every step, and it sends the tree mask as packed ancestor bits built here, once per step,
+// from the parents: row i, word w, bit b set iff token 32w+b is i or an ancestor of i (the layout of
+// kernels/lookahead_kernels.h, ancestor_words(T) words per row). Padding tokens go after the real ones with
+// parent -1, token 0 and the last real position, and see only themselves: no real token has them as ancestors, so
+// real outputs do not change, and their outputs are ignored (never committed).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace la {
+
+// Step sizes a CUDA graph is captured for. A step larger than the last runs without a graph.
+inline const std::vector<int>& step_buckets() {
+  static const std::vector<int> b{1, 8, 16, 32, 64, 128, 256};
+  return b;
+}
+// The smallest bucket >= T (T >= 1), or -1 when T exceeds the largest bucket.
+int step_bucket(int T, const std::vector<int>& buckets = step_buckets());
+
+inline int ancestor_words(int T) { return (T + 31) / 32; }
+
+// Writes rows x ancestor_words(rows) words to bits (rows >= parents.size(); rows beyond the real tokens are
+// padding: self bit only). A parent outside [-1, i) ends token i's ancestor walk (as the kernels treat it).
+void pack_ancestor_bits(const int32_t* parents, int T, int rows, uint32_t* bits);
+std::vector<uint32_t> pack_ancestor_bits(const std::vector<int32_t>& parents, int rows);
+
+// One padded step as the CUDA forward uploads it: int32 words [ids | positions | parents | cache_len, 3 spare |
+// ancestor bits], bucket B rows each; `words` is the total. Offsets depend only on B, so a graph captured for B
+// reads the same addresses every replay.
+struct PaddedStepLayout {
+  int rows = 0;  // the bucket B
+  int ids = 0, positions = 0, parents = 0, cache_len = 0, bits = 0, words = 0;
+};
+PaddedStepLayout padded_step_layout(int rows);
+// Fills `out` (at least layout.words int32) with the padded step. positions/parents/tokens have T <= rows entries.
+void fill_padded_step(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                      const std::vector<int32_t>& parents, int cache_len, const PaddedStepLayout& layout,
+                      int32_t* out);
+
+}  // namespace la

@@ -1,0 +1,106 @@
+// Host-side step layout of the CUDA forward: packed ancestor bits against a brute-force ancestor walk on random
+// trees, bucket selection, padding.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "lookahead/model/step_layout.h"
+
+namespace {
+
+// Brute force: is j an ancestor-or-self of i (the walk stops at a parent outside [-1, current)).
+bool is_ancestor(const std::vector<int32_t>& parents, int i, int j) {
+  for (int a = i; a >= 0;) {
+    if (a == j) return true;
+    const int p = parents[a];
+    if (p < -1 || p >= a) return false;
+    a = p;
+  }
+  return false;
+}
+
+std::vector<int32_t> random_tree(int T, int shape, std::mt19937& rng) {
+  std::vector<int32_t> p(T);
+  for (int i = 0; i < T; ++i) {
+    if (i == 0) p[i] = -1;
+    else if (shape == 0) p[i] = i - 1;                                                    // chain
+    else if (shape == 1) p[i] = std::uniform_int_distribution<int>(-1, i - 1)(rng);       // any tree / forest
+    else p[i] = std::uniform_int_distribution<int>(std::max(-1, i - 3), i - 1)(rng);      // deep, narrow
+  }
+  return p;
+}
+
+bool bit(const std::vector<uint32_t>& bits, int words, int i, int j) {
+  return (bits[size_t(i) * words + (j >> 5)] >> (j & 31)) & 1u;
+}
+
+}  // namespace
+
+TEST(StepLayout, AncestorBitsMatchBruteForceOnRandomTrees) {
+  std::mt19937 rng(5);
+  for (int T : {1, 2, 7, 31, 32, 33, 64, 65, 100, 200, 256}) {
+    for (int shape = 0; shape < 3; ++shape) {
+      for (int rep = 0; rep < 3; ++rep) {
+        const auto p = random_tree(T, shape, rng);
+        for (int rows : {T, la::step_bucket(T) > 0 ? la::step_bucket(T) : T, T + 40}) {
+          const auto bits = la::pack_ancestor_bits(p, rows);
+          const int w = la::ancestor_words(rows);
+          ASSERT_EQ(bits.size(), size_t(rows) * w);
+          for (int i = 0; i < rows; ++i)
+            for (int j = 0; j < w * 32; ++j) {
+              const bool want = i < T ? (j < T && is_ancestor(p, i, j)) : j == i;  // padding: itself only
+              ASSERT_EQ(bit(bits, w, i, j), want) << "T=" << T << " rows=" << rows << " i=" << i << " j=" << j;
+            }
+        }
+      }
+    }
+  }
+}
+
+TEST(StepLayout, InvalidParentEndsTheWalk) {
+  // Token 2's parent 5 is not before it; token 3's parent -7 is below -1: both see themselves only, and token 4
+  // (child of 3) sees 3 and itself.
+  const std::vector<int32_t> p{-1, 0, 5, -7, 3};
+  const auto bits = la::pack_ancestor_bits(p, 5);
+  EXPECT_EQ(bits[0], 0b1u);
+  EXPECT_EQ(bits[1], 0b11u);
+  EXPECT_EQ(bits[2], 0b100u);
+  EXPECT_EQ(bits[3], 0b1000u);
+  EXPECT_EQ(bits[4], 0b11000u);
+}
+
+TEST(StepLayout, Buckets) {
+  EXPECT_EQ(la::step_buckets(), (std::vector<int>{1, 8, 16, 32, 64, 128, 256}));
+  const std::vector<std::pair<int, int>> cases{{1, 1},   {2, 8},     {8, 8},     {9, 16},  {16, 16}, {17, 32},
+                                               {33, 64}, {64, 64},   {65, 128},  {129, 256}, {256, 256}, {257, -1}};
+  for (auto [T, b] : cases) EXPECT_EQ(la::step_bucket(T), b) << "T=" << T;
+  EXPECT_EQ(la::step_bucket(3, {4, 2}), 4);  // first fitting bucket of the list given
+}
+
+TEST(StepLayout, PaddedStep) {
+  for (int rows : la::step_buckets()) {
+    const auto l = la::padded_step_layout(rows);
+    EXPECT_EQ(l.rows, rows);
+    EXPECT_EQ(l.bits % 4, 0) << "bits must start 16-byte aligned";
+    EXPECT_GE(l.bits, l.cache_len + 1);
+    EXPECT_EQ(l.words, l.bits + rows * la::ancestor_words(rows));
+  }
+  const auto l = la::padded_step_layout(8);
+  std::vector<int32_t> buf(l.words, 12345);
+  la::fill_padded_step({7, 8, 9}, {10, 11, 11}, {-1, 0, 0}, 10, l, buf.data());
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.ids, buf.begin() + l.ids + 8),
+            (std::vector<int32_t>{7, 8, 9, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.positions, buf.begin() + l.positions + 8),
+            (std::vector<int32_t>{10, 11, 11, 11, 11, 11, 11, 11}));
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.parents, buf.begin() + l.parents + 8),
+            (std::vector<int32_t>{-1, 0, 0, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(buf[l.cache_len], 10);
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(buf.data() + l.bits);
+  EXPECT_EQ(bits[0], 0b1u);
+  EXPECT_EQ(bits[1], 0b11u);
+  EXPECT_EQ(bits[2], 0b101u);
+  for (int i = 3; i < 8; ++i) EXPECT_EQ(bits[i], 1u << i) << "padding row " << i;
+  EXPECT_THROW(la::fill_padded_step(std::vector<int32_t>(9, 1), std::vector<int32_t>(9, 1),
+                                    std::vector<int32_t>(9, -1), 0, l, buf.data()),
+               std::exception);
+}
