@@ -425,3 +425,24 @@ TEST(TokenizerJson, EveryTruncationIsAnErrorNotACrash) {
     }
   }
 }
+
+TEST(TokenizerJson, RandomBytesRoundTripAfterRepair) {
+  // Any input: no crash (also under ASan/UBSan), and the text comes back with ill-formed UTF-8 replaced.
+  Fixture f(M{{"<", "|"}, {" ", "t"}, {"\xC3", "\xA9"}, {"1", "2"}});
+  f.add_token("<|end|>", true);  // (no lstrip/rstrip here: they drop whitespace by design)
+  f.add_token("word", false, {{"single_word", true}});
+  f.j["pre_tokenizer"] = json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Digits", "individual_digits": false},
+      {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|\\p{L}+|\\s+(?!\\S)|\\s+"}, "behavior": "MergedWithNext", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}]})");
+  auto t = f.make();
+  std::mt19937 rng(11);
+  const std::string alphabet[] = {"a", " ", "\n", "1", "<|end|>", "<|", "word", "'S", "\xC3", "\xA9", "\xF0\x9F\x99\x82",
+                                  "\xFF", "\x80", "\xE2\x82", "\t", "\xCC\x81"};
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string s;
+    for (int i = 0, n = rng() % 24; i < n; ++i) s += alphabet[rng() % std::size(alphabet)];
+    const auto ids = t->encode(s);
+    EXPECT_EQ(t->decode(ids), text::utf8_repair(s)) << trial;
+  }
+}
