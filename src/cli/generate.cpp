@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
@@ -12,7 +13,9 @@
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
+#include "lookahead/model/chat_template.h"
 #include "lookahead/model/llama.h"
+#include "lookahead/model/model_path.h"
 #include "lookahead/model/tokenizer.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -29,7 +32,17 @@ struct Prompt {
   json id;
   std::string text;
   std::vector<int32_t> ids;
+  std::vector<ChatMessage> messages;  // a chat: rendered with the model's template before encoding
 };
+
+// Token ids of a rendered chat, as transformers' apply_chat_template(tokenize=True) makes them: the template
+// writes any BOS itself, so the tokenizer must not add one (no encode flag for that: drop the one it adds).
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::string& text, int bos_id) {
+  std::vector<int32_t> ids = tok.encode(text);
+  const std::vector<int32_t> empty = tok.encode("");
+  if (!empty.empty() && empty[0] == bos_id && !ids.empty() && ids[0] == bos_id) ids.erase(ids.begin());
+  return ids;
+}
 
 json stats_json(const RequestStats& s) {
   json h = json::array();
@@ -85,7 +98,7 @@ int cmd_generate(int argc, char** argv) {
   StrategyOptions so;
   GenParams gp;
   std::string prompt, input, output, stats_path, config_file, tokenizer_dir, draft_device;
-  bool quiet = false, allow_empty = false;
+  bool quiet = false, allow_empty = false, chat = false;
   std::string comm_kind = "auto";
   double rank_timeout = 60;
   int64_t seed = 0;
@@ -95,11 +108,16 @@ int cmd_generate(int argc, char** argv) {
   d.add_options()
       ("help,h", "show this help")
       ("config", po::value(&config_file), "read options from an INI-style file (key = value), flags win")
-      ("model", po::value(&lo.model), "Hugging Face model directory, or random:NAME[:SEED] (dummy weights)")
-      ("tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model (default: the model's; random: "
-                                               "models use a byte tokenizer)")
+      ("model", po::value(&lo.model), "Hugging Face model directory, a NAME under $LOOKAHEAD_DEPS/models "
+                                      "(default ~/.cache/lookahead/models; e.g. SmolLM2-135M-Instruct), or "
+                                      "random:NAME[:SEED] (dummy weights)")
+      ("tokenizer", po::value(&tokenizer_dir), "directory (or cached NAME) with the tokenizer (default: the model's; "
+                                               "random: models use a byte tokenizer)")
       ("prompt", po::value(&prompt), "one prompt; the text streams to stdout")
-      ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the tokenizer)")
+      ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the "
+                                   "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat)")
+      ("chat", po::bool_switch(&chat), "wrap each prompt as one user message in the model's chat template "
+                                       "(ChatML, Llama-3, Llama-2/Mistral [INST]; default: off, the text is fed as is)")
       ("output", po::value(&output), "JSONL output, one record per prompt, written as results arrive")
       ("max-new-tokens", po::value(&gp.max_new_tokens)->default_value(128),
        "new tokens per prompt (0: until eos or the context limit)")
@@ -141,6 +159,9 @@ int cmd_generate(int argc, char** argv) {
 
   // ---- validate everything before loading anything ----
   LA_CHECK(!lo.model.empty(), "--model is required");
+  lo.model = resolve_model_path(lo.model, "--model");
+  if (!tokenizer_dir.empty()) tokenizer_dir = resolve_model_path(tokenizer_dir, "--tokenizer");
+  if (!so.draft_model.empty()) so.draft_model = resolve_model_path(so.draft_model, "--draft-model");
   LA_CHECK(vm.count("prompt") || !input.empty(), "give --prompt TEXT or --input prompts.jsonl");
   LA_CHECK(!(vm.count("prompt") && !input.empty()), "give only one of --prompt and --input");
   LA_CHECK(input.empty() || !output.empty(), "--input needs --output");
@@ -174,8 +195,9 @@ int cmd_generate(int argc, char** argv) {
       } catch (const std::exception& e) {
         fail(input, ":", lineno, ": invalid JSON (", e.what(), ")");
       }
-      LA_CHECK(j.is_object() && ((j.contains("prompt") && j["prompt"].is_string()) || j.contains("prompt_ids")),
-               input, ":", lineno, ": expected an object with a string \"prompt\" (or \"prompt_ids\")");
+      LA_CHECK(j.is_object() && ((j.contains("prompt") && j["prompt"].is_string()) || j.contains("prompt_ids") ||
+                                 j.contains("messages")),
+               input, ":", lineno, ": expected an object with a string \"prompt\" (or \"prompt_ids\" or \"messages\")");
       Prompt p{j.contains("id") ? j["id"] : json(static_cast<int>(prompts.size())),
                j.contains("prompt") && j["prompt"].is_string() ? j["prompt"].get<std::string>() : std::string(), {}};
       if (j.contains("prompt_ids")) {
@@ -185,6 +207,8 @@ int cmd_generate(int argc, char** argv) {
           LA_CHECK(x.is_number_integer(), input, ":", lineno, ": \"prompt_ids\" holds a non-integer");
           p.ids.push_back(x.get<int32_t>());
         }
+      } else if (j.contains("messages")) {
+        p.messages = parse_chat_messages(j["messages"], input + ":" + std::to_string(lineno));
       }
       prompts.push_back(std::move(p));
     }
@@ -218,6 +242,16 @@ int cmd_generate(int argc, char** argv) {
   LA_CHECK(tok->vocab_size() <= cfg0.vocab, "tokenizer has ", tok->vocab_size(), " pieces but the model's vocabulary is ",
            cfg0.vocab);
   const bool from_file = !vm.count("prompt");
+  std::unique_ptr<ChatTemplate> chat_tmpl;
+  const bool any_messages = std::any_of(prompts.begin(), prompts.end(), [](const Prompt& p) {
+    return !p.messages.empty() && p.ids.empty();
+  });
+  if (chat || any_messages) {
+    const std::string tdir = tokenizer_dir.empty() ? lo.model : tokenizer_dir;
+    LA_CHECK(!is_random_model(tdir), chat ? "--chat needs" : "\"messages\" records need",
+             " a chat template: give a model directory (or --tokenizer DIR) that has one");
+    chat_tmpl = std::make_unique<ChatTemplate>(ChatTemplate::load(tdir));
+  }
   for (auto& p : prompts) {
     if (!p.ids.empty()) {  // pre-tokenized ("prompt_ids"): used as given
       for (auto t : p.ids)
@@ -225,10 +259,12 @@ int cmd_generate(int argc, char** argv) {
       check_fits(cfg0, p.ids.size(), gp.max_new_tokens);
       continue;
     }
-    LA_CHECK(allow_empty || !p.text.empty(), "empty prompt",
+    LA_CHECK(allow_empty || !p.text.empty() || !p.messages.empty(), "empty prompt",
              from_file ? " (id " + p.id.dump() + ")" : std::string(),
              " (pass --allow-empty-prompt to generate from BOS alone)");
-    p.ids = tok->encode(p.text);
+    if (!p.messages.empty()) p.ids = encode_chat(*tok, chat_tmpl->render(p.messages), cfg0.bos_id);
+    else if (chat) p.ids = encode_chat(*tok, chat_tmpl->render({{"user", p.text}}), cfg0.bos_id);
+    else p.ids = tok->encode(p.text);
     LA_CHECK(!p.ids.empty(), "empty prompt", from_file ? " (id " + p.id.dump() + ")" : std::string(),
              ": it encodes to no tokens");
     try {
@@ -293,8 +329,8 @@ int cmd_generate(int argc, char** argv) {
     gp.sample.stream = stream_id++;
     const bool stream = vm.count("prompt") && !quiet;
     TextStream ts(*tok, std::vector<int32_t>(p.ids.begin(), p.ids.end()));
-    if (stream) {
-      std::cout << p.text << std::flush;
+    if (stream) {  // a chat shows the user's text on its own line, not the template around it
+      std::cout << p.text << (chat ? "\n" : "") << std::flush;
     }
     auto cb = [&](const std::vector<int32_t>& ids) {
       if (stream) std::cout << ts.push(ids) << std::flush;
@@ -321,6 +357,11 @@ int cmd_generate(int argc, char** argv) {
                 {"tokens_per_s", r.stats.tokens_per_s()},
                 {"strategy", strategy->name()},
                 {"stats", stats_json(r.stats)}};
+    if (!p.messages.empty()) {
+      json m = json::array();
+      for (const auto& x : p.messages) m.push_back({{"role", x.role}, {"content", x.content}});
+      rec["messages"] = m;
+    }
     if (out.is_open()) {
       out << rec.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
       out.flush();

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "lookahead/model/llama.h"
+#include "lookahead/model/model_path.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 
@@ -47,7 +48,7 @@ int cmd_bench_forward(int argc, char** argv) {
   std::string tokens = "1,2,4,8,16,32,64,128,256", contexts = "256,1024";
   int repeat = 5;
   po::options_description d("lookahead bench-forward: forward time versus step tokens (tree of T tokens)\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir or random:NAME")(
+  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir, cached NAME or random:NAME")(
       "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
       "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")(
       "threads", po::value(&lo.threads)->default_value(0), "CPU threads")(
@@ -56,6 +57,7 @@ int cmd_bench_forward(int argc, char** argv) {
       "repeat", po::value(&repeat)->default_value(5), "timed repetitions per point (after one warm-up)");
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
+  lo.model = resolve_model_path(lo.model);
   LA_CHECK(repeat >= 1, "--repeat must be >= 1");
   auto Ts = int_list(tokens, "tokens");
   auto Cs = int_list(contexts, "context");
@@ -107,14 +109,18 @@ int cmd_bench_forward(int argc, char** argv) {
 int cmd_score(int argc, char** argv) {
   LoadOptions lo;
   std::string ids_s;
+  int from = 0;
   po::options_description d("lookahead score: logits of every position of a token sequence, as JSON\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir or random:NAME")(
+  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir, cached NAME or random:NAME")(
       "ids", po::value(&ids_s)->required(), "comma list of token ids")(
       "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
-      "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda");
+      "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")(
+      "from", po::value(&from)->default_value(0), "print logits from this position on (large vocabularies)");
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
+  lo.model = resolve_model_path(lo.model);
   const auto parsed = int_list(ids_s, "ids", 0);
+  LA_CHECK(from >= 0 && from < static_cast<int>(parsed.size()), "--from must be in [0, ", parsed.size(), ")");
   const std::vector<int32_t> ids(parsed.begin(), parsed.end());
   LA_CHECK(!ids.empty(), "--ids is empty");
   auto m = load_llama(lo);
@@ -127,7 +133,8 @@ int cmd_score(int argc, char** argv) {
   for (size_t i = 0; i < next.size(); ++i) std::cout << (i ? ", " : "") << next[i];
   std::cout << "], \"logits\": [";
   std::cout << std::setprecision(9);
-  for (size_t i = 0; i < lg.size(); ++i) std::cout << (i ? ", " : "") << lg[i];
+  for (size_t i = static_cast<size_t>(from) * V; i < lg.size(); ++i)
+    std::cout << (i > static_cast<size_t>(from) * V ? ", " : "") << lg[i];
   std::cout << "]}\n";
   return 0;
 }
@@ -140,6 +147,7 @@ int cmd_save_model(int argc, char** argv) {
       "out", po::value(&out)->required(), "output directory (must exist)");
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
+  lo.model = resolve_model_path(lo.model);
   LA_CHECK(is_directory(out), "--out directory '", out, "' does not exist");
   auto m = load_llama(lo);
   save_hf_directory(*m, out);
