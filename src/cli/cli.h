@@ -1,5 +1,17 @@
 #pragma once
+#include <memory>
+#include <string>
+
+#include "lookahead/model/config.h"
+#include "lookahead/model/tokenizer.h"
+
 namespace la::cli {
+int cmd_tokenize(int argc, char** argv);
+// The tokenizer generate and tokenize use: --tokenizer DIR if given, else the model directory's (a byte
+// tokenizer for random: models). With a model config, its BOS is the default and its vocabulary must hold the
+// tokenizer's.
+std::unique_ptr<Tokenizer> open_tokenizer(const std::string& model, const std::string& tokenizer_dir,
+                                          const ModelConfig* cfg);
 int cmd_generate(int argc, char** argv);
 int cmd_bench_forward(int argc, char** argv);
 int cmd_save_model(int argc, char** argv);

@@ -111,8 +111,8 @@ int cmd_generate(int argc, char** argv) {
       ("model", po::value(&lo.model), "Hugging Face model directory, a NAME under $LOOKAHEAD_DEPS/models "
                                       "(default ~/.cache/lookahead/models; e.g. SmolLM2-135M-Instruct), or "
                                       "random:NAME[:SEED] (dummy weights)")
-      ("tokenizer", po::value(&tokenizer_dir), "directory (or cached NAME) with the tokenizer (default: the model's; "
-                                               "random: models use a byte tokenizer)")
+      ("tokenizer", po::value(&tokenizer_dir), "directory (or cached NAME) with tokenizer.model or tokenizer.json "
+                                               "(default: the model's; random: models use a byte tokenizer)")
       ("prompt", po::value(&prompt), "one prompt; the text streams to stdout")
       ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the "
                                    "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat)")
@@ -235,12 +235,7 @@ int cmd_generate(int argc, char** argv) {
   // ---- load ----
   auto t0 = std::chrono::steady_clock::now();
   const ModelConfig cfg0 = model_config_of(lo.model);  // fails fast on bad config before weights
-  std::unique_ptr<Tokenizer> tok;
-  if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, cfg0.bos_id);
-  else if (is_random_model(lo.model)) tok = Tokenizer::bytes(cfg0.bos_id);
-  else tok = Tokenizer::load(lo.model, cfg0.bos_id);
-  LA_CHECK(tok->vocab_size() <= cfg0.vocab, "tokenizer has ", tok->vocab_size(), " pieces but the model's vocabulary is ",
-           cfg0.vocab);
+  const std::unique_ptr<Tokenizer> tok = open_tokenizer(lo.model, tokenizer_dir, &cfg0);  // as `tokenize` does
   const bool from_file = !vm.count("prompt");
   std::unique_ptr<ChatTemplate> chat_tmpl;
   const bool any_messages = std::any_of(prompts.begin(), prompts.end(), [](const Prompt& p) {
@@ -281,12 +276,14 @@ int cmd_generate(int argc, char** argv) {
     const ModelConfig dc = model_config_of(dl.model);
     LA_CHECK(dc.vocab == cfg0.vocab, "draft model vocabulary (", dc.vocab, ") differs from the target's (", cfg0.vocab,
              "): they must share a tokenizer");
-    // Both tokenizer.model files, where they exist, must be byte-identical.
-    const std::string ttok = (tokenizer_dir.empty() ? lo.model : tokenizer_dir) + "/tokenizer.model";
-    const std::string dtok = dl.model + "/tokenizer.model";
-    if (file_exists(ttok) && file_exists(dtok))
-      LA_CHECK(read_file(ttok) == read_file(dtok), "draft model tokenizer differs from the target's (", dtok,
-               " vs ", ttok, ")");
+    // Both tokenizer files, where they exist, must be byte-identical.
+    for (const char* f : {"/tokenizer.model", "/tokenizer.json"}) {
+      const std::string ttok = (tokenizer_dir.empty() ? lo.model : tokenizer_dir) + f;
+      const std::string dtok = dl.model + f;
+      if (file_exists(ttok) && file_exists(dtok))
+        LA_CHECK(read_file(ttok) == read_file(dtok), "draft model tokenizer differs from the target's (", dtok,
+                 " vs ", ttok, ")");
+    }
     // Only rank 0 runs the strategy, so only rank 0 needs the draft weights.
     if (root) draft = load_llama(dl);
   }
@@ -328,7 +325,8 @@ int cmd_generate(int argc, char** argv) {
   for (auto& p : prompts) {
     gp.sample.stream = stream_id++;
     const bool stream = vm.count("prompt") && !quiet;
-    TextStream ts(*tok, std::vector<int32_t>(p.ids.begin(), p.ids.end()));
+    // The eos that ends generation prints nothing; other special tokens print as their text.
+    TextStream ts(*tok, p.ids, cfg0.eos_ids);
     if (stream) {  // a chat shows the user's text on its own line, not the template around it
       std::cout << p.text << (chat ? "\n" : "") << std::flush;
     }
@@ -336,15 +334,11 @@ int cmd_generate(int argc, char** argv) {
       if (stream) std::cout << ts.push(ids) << std::flush;
     };
     GenResult r = gen.generate(p.ids, gp, cb);
-    if (stream) std::cout << std::endl;
+    if (stream) std::cout << ts.finish() << std::endl;
     total.add(r.stats);
-    std::string text = tok->decode([&] {
-      auto all = std::vector<int32_t>(p.ids.begin(), p.ids.end());
-      all.insert(all.end(), r.ids.begin(), r.ids.end());
-      return all;
-    }());
-    const std::string base = tok->decode(p.ids);
-    if (text.compare(0, base.size(), base) == 0) text = text.substr(base.size());
+    // "text": exactly what streaming prints for these ids.
+    TextStream whole(*tok, p.ids, cfg0.eos_ids);
+    const std::string text = whole.push(r.ids) + whole.finish();
     json rec = {{"id", p.id},
                 {"prompt", p.text},
                 {"prompt_ids", p.ids},

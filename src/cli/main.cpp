@@ -2,6 +2,7 @@
 //   lookahead generate --model DIR (--prompt TEXT | --input in.jsonl --output out.jsonl) [options]
 //   lookahead bench-forward --model random:NAME --tokens 1,2,4 --context 256,1024   (forward cost vs step size)
 //   lookahead save-model --model random:NAME --out DIR                              (dump weights as HF dir)
+//   lookahead tokenize --model DIR (--text S | --input in.jsonl) [--decode]          (prompt ids as JSON lines)
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
@@ -23,7 +24,8 @@ static void usage_main() {
                "  generate       decode prompts (plain autoregressive or a lookahead strategy)\n"
                "  bench-forward  time one forward versus the number of step tokens\n"
                "  save-model     write a model (e.g. random:NAME) as a Hugging Face directory\n"
-               "  score          print the logits of every position of a token sequence (JSON)\n\n"
+               "  score          print the logits of every position of a token sequence (JSON)\n"
+               "  tokenize       print the prompt ids generate would use for texts (--decode: ids to text)\n\n"
                "`lookahead <command> --help` lists the command's options and defaults.\n";
 }
 
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench-forward") return cmd_bench_forward(argc - 1, argv + 1);
     if (cmd == "save-model") return cmd_save_model(argc - 1, argv + 1);
     if (cmd == "score") return cmd_score(argc - 1, argv + 1);
+    if (cmd == "tokenize") return cmd_tokenize(argc - 1, argv + 1);
     std::cerr << "lookahead: error: unknown command '" << cmd << "' (try lookahead --help)\n";
     return 2;
   } catch (const po::error& e) {

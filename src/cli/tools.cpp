@@ -1,8 +1,10 @@
-// bench-forward and save-model.
+// bench-forward, score, save-model and tokenize.
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli.h"
@@ -12,6 +14,7 @@
 #include "lookahead/util/files.h"
 
 namespace po = boost::program_options;
+using json = nlohmann::json;
 
 namespace la::cli {
 namespace {
@@ -152,6 +155,121 @@ int cmd_save_model(int argc, char** argv) {
   auto m = load_llama(lo);
   save_hf_directory(*m, out);
   std::cout << "wrote " << out << "\n";
+  return 0;
+}
+
+std::unique_ptr<Tokenizer> open_tokenizer(const std::string& model, const std::string& tokenizer_dir,
+                                          const ModelConfig* cfg) {
+  const int bos = cfg ? cfg->bos_id : -1;
+  std::unique_ptr<Tokenizer> tok;
+  if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, bos);
+  else if (is_random_model(model)) tok = Tokenizer::bytes(bos);
+  else tok = Tokenizer::load(model, bos);
+  if (cfg)
+    LA_CHECK(tok->vocab_size() <= cfg->vocab, "tokenizer has ", tok->vocab_size(),
+             " pieces but the model's vocabulary is ", cfg->vocab);
+  return tok;
+}
+
+namespace {
+struct TokRecord {
+  json id;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+std::vector<int32_t> ids_of(const json& v, const std::string& where) {
+  LA_CHECK(v.is_array(), where, ": \"ids\" must be an array of token ids");
+  std::vector<int32_t> ids;
+  for (const auto& x : v) {
+    LA_CHECK(x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() < (int64_t(1) << 31), where,
+             ": \"ids\" holds ", x.dump(), ", which is not a token id");
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
+
+// Every record of a JSONL file, validated before anything is printed.
+std::vector<TokRecord> read_records(const std::string& path, bool decode) {
+  LA_CHECK(file_exists(path), "--input file '", path, "' does not exist");
+  std::ifstream in(path, std::ios::binary);
+  std::vector<TokRecord> recs;
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(lineno);
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const std::exception& e) {
+      fail(where, ": invalid JSON (", e.what(), ")");
+    }
+    LA_CHECK(j.is_object(), where, ": expected a JSON object");
+    TokRecord r{j.contains("id") ? j["id"] : json(recs.size()), {}, {}};
+    if (decode) {
+      LA_CHECK(j.contains("ids"), where, ": expected an object with \"ids\": [...]");
+      r.ids = ids_of(j["ids"], where);
+    } else {
+      const char* key = j.contains("text") ? "text" : "prompt";
+      LA_CHECK(j.contains(key) && j[key].is_string(), where, ": expected an object with a string \"text\" (or \"prompt\")");
+      r.text = j[key].get<std::string>();
+    }
+    recs.push_back(std::move(r));
+  }
+  LA_CHECK(!recs.empty(), "--input file '", path, "' holds no records");
+  return recs;
+}
+}  // namespace
+
+int cmd_tokenize(int argc, char** argv) {
+  std::string model, tokenizer_dir, text, input, ids_s;
+  bool decode = false;
+  po::options_description d(
+      "lookahead tokenize: the prompt ids generate would use for a text (BOS as the model's tokenizer config says),\n"
+      "one JSON line {\"id\", \"ids\"} per input; --decode turns ids back into {\"id\", \"text\"}\n\nOptions");
+  d.add_options()("help,h", "show this help")("model", po::value(&model), "model directory, cached NAME or random:NAME (its tokenizer and BOS)")(
+      "tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model or tokenizer.json (default: the model's)")(
+      "text", po::value(&text), "one text to encode")(
+      "input", po::value(&input), "JSONL file of {\"id\", \"text\"} (or \"prompt\") records; with --decode {\"id\", \"ids\": [...]}")(
+      "ids", po::value(&ids_s), "with --decode: a comma list of token ids")(
+      "decode", po::bool_switch(&decode), "decode ids to text (special tokens as their text)");
+  po::variables_map vm;
+  if (parse_or_help(argc, argv, d, vm)) return 0;
+  LA_CHECK(!model.empty() || !tokenizer_dir.empty(), "give --model DIR or --tokenizer DIR");
+  if (!model.empty()) model = resolve_model_path(model, "--model");
+  if (!tokenizer_dir.empty()) tokenizer_dir = resolve_model_path(tokenizer_dir, "--tokenizer");
+  const int sources = int(vm.count("text")) + int(vm.count("input")) + int(vm.count("ids"));
+  LA_CHECK(sources == 1, decode ? "give one of --ids LIST and --input FILE" : "give one of --text TEXT and --input FILE");
+  LA_CHECK(!(decode && vm.count("text")), "--decode takes --ids or --input, not --text");
+  LA_CHECK(decode || !vm.count("ids"), "--ids needs --decode (to encode, give --text)");
+
+  std::vector<TokRecord> recs;
+  if (!input.empty()) {
+    recs = read_records(input, decode);
+  } else if (decode) {
+    const auto v = int_list(ids_s, "ids", 0);
+    recs.push_back({json(0), {}, std::vector<int32_t>(v.begin(), v.end())});
+  } else {
+    recs.push_back({json(0), text, {}});
+  }
+  std::unique_ptr<ModelConfig> cfg;
+  if (!model.empty()) cfg = std::make_unique<ModelConfig>(model_config_of(model));
+  const auto tok = open_tokenizer(model, tokenizer_dir, cfg.get());
+  std::string out;
+  for (const auto& r : recs) {
+    json rec = {{"id", r.id}};
+    if (decode) {
+      for (auto id : r.ids)
+        LA_CHECK(id < tok->vocab_size(), "record ", r.id.dump(), ": token id ", id, " is outside the tokenizer's ",
+                 tok->vocab_size(), " ids");
+      rec["text"] = tok->decode(r.ids);
+    } else {
+      rec["ids"] = tok->encode(r.text);  // the same call generate makes for a prompt
+    }
+    out += rec.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  }
+  std::cout << out << std::flush;
+  LA_CHECK(std::cout.good(), "writing to stdout failed");
   return 0;
 }
 

@@ -1,10 +1,13 @@
 #include "lookahead/model/tokenizer.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 
+#include "lookahead/model/tokenizer_json.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "text_unicode.h"
 
 namespace la {
 namespace {
@@ -13,9 +16,10 @@ class SpTokenizer : public Tokenizer {
  public:
   SpTokenizer(const std::string& dir, int bos_id) : bos_id_(bos_id) {
     const std::string path = dir + "/tokenizer.model";
-    LA_CHECK(file_exists(path), "model directory '", dir, "' has no tokenizer.model");
+    LA_CHECK(file_exists(path), "model directory '", dir, "' has no tokenizer.model or tokenizer.json");
     auto st = sp_.Load(path);
     LA_CHECK(st.ok(), "cannot load tokenizer '", path, "': ", st.ToString());
+    if (bos_id_ < 0) bos_id_ = sp_.bos_id();
     const std::string cfg = dir + "/tokenizer_config.json";
     if (file_exists(cfg)) {
       try {
@@ -72,6 +76,10 @@ class ByteTokenizer : public Tokenizer {
   }
   int vocab_size() const override { return 259; }
   std::string kind() const override { return "bytes"; }
+  bool bytes_per_id() const override { return true; }
+  void append_bytes(int32_t id, std::string& out) const override {
+    if (id >= 3 && id < 259) out += static_cast<char>(id - 3);
+  }
 
  private:
   int bos_;
@@ -80,35 +88,62 @@ class ByteTokenizer : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, int bos_id) {
-  return std::make_unique<SpTokenizer>(dir, bos_id);
+  // A directory with both files (Llama-2 style) keeps sentencepiece, which is what it was trained with.
+  if (file_exists(dir + "/tokenizer.model") || !file_exists(dir + "/tokenizer.json"))
+    return std::make_unique<SpTokenizer>(dir, bos_id);
+  return load_tokenizer_json(dir, bos_id);
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::bytes(int bos_id) { return std::make_unique<ByteTokenizer>(bos_id); }
 
-TextStream::TextStream(const Tokenizer& tok, std::vector<int32_t> prompt_ids) : tok_(tok) {
-  // Decode after the prompt so the first generated word keeps its leading space.
-  prefix_ = std::move(prompt_ids);
-  base_ = tok_.decode(prefix_);
+namespace {
+constexpr size_t kContextIds = 4;  // sentencepiece: ids of context decoded before the new ones
+constexpr size_t kMaxHeldIds = 16; // an unfinished character is held back at most this many ids
+bool ends_unfinished(const std::string& s) {
+  return text::utf8_incomplete_tail(s) > 0 || (s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0);
+}
+}  // namespace
+
+TextStream::TextStream(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids, std::vector<int32_t> silent)
+    : tok_(tok), silent_(std::move(silent)) {
+  // Context from the end of the prompt: the first generated word keeps its leading space (sentencepiece), and a
+  // character the prompt leaves unfinished completes with the first generated ids (byte-level).
+  const size_t from = prompt_ids.size() > kContextIds ? prompt_ids.size() - kContextIds : 0;
+  for (size_t i = from; i < prompt_ids.size(); ++i) {
+    if (tok_.bytes_per_id()) tok_.append_bytes(prompt_ids[i], pending_);
+    else window_.push_back(prompt_ids[i]);
+  }
+  pending_.erase(0, pending_.size() - text::utf8_incomplete_tail(pending_));
+  read_ = window_.size();
 }
 
 std::string TextStream::push(const std::vector<int32_t>& generated) {
-  auto all = prefix_;
-  all.insert(all.end(), generated.begin(), generated.end());
-  std::string s = tok_.decode(all);
-  if (s.size() < base_.size() || s.compare(0, base_.size(), base_) != 0) return "";
-  s = s.substr(base_.size());
-  // Hold back an incomplete UTF-8 sequence at the end.
-  size_t end = s.size();
-  size_t k = 0;
-  while (k < 4 && k < end && (static_cast<unsigned char>(s[end - 1 - k]) & 0xC0) == 0x80) ++k;
-  if (k < end) {
-    unsigned char lead = static_cast<unsigned char>(s[end - 1 - k]);
-    int need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    if (need > static_cast<int>(k) + 1) end = end - 1 - k;
+  for (; seen_ < generated.size(); ++seen_) {
+    const int32_t id = generated[seen_];
+    if (std::find(silent_.begin(), silent_.end(), id) != silent_.end()) continue;
+    if (tok_.bytes_per_id()) tok_.append_bytes(id, pending_);
+    else window_.push_back(id);
   }
-  if (end <= emitted_) return "";
-  std::string out = s.substr(emitted_, end - emitted_);
-  emitted_ = end;
+  return tok_.bytes_per_id() ? emit_bytes(false) : emit_window(false);
+}
+
+std::string TextStream::finish() { return tok_.bytes_per_id() ? emit_bytes(true) : emit_window(true); }
+
+std::string TextStream::emit_bytes(bool final) {
+  const size_t keep = final ? 0 : text::utf8_incomplete_tail(pending_);
+  std::string out = text::utf8_repair(std::string_view(pending_).substr(0, pending_.size() - keep));
+  pending_.erase(0, pending_.size() - keep);
+  return out;
+}
+
+std::string TextStream::emit_window(bool final) {
+  if (read_ == window_.size()) return "";
+  const std::string full = tok_.decode(window_);
+  if (!final && ends_unfinished(full) && window_.size() - read_ < kMaxHeldIds) return "";
+  const std::string before = tok_.decode(std::vector<int32_t>(window_.begin(), window_.begin() + read_));
+  std::string out = full.size() > before.size() ? full.substr(before.size()) : std::string();
+  window_.erase(window_.begin(), window_.end() - std::min(window_.size(), kContextIds));
+  read_ = window_.size();
   return out;
 }
 
