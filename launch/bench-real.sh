@@ -6,7 +6,8 @@
 # tokens/s, x AR, and whether the ids equal the engine's plain decoding. Body: launch/bench_real.py.
 #   launch/bench-real.sh                  # 20 prompts per set, 128 new tokens
 #   N=5 launch/bench-real.sh --threads 2  # fewer prompts; extra flags go to every `lookahead generate`
-# Env: N (prompts per set, 20), MAX_NEW (128), MODEL (SmolLM2-135M-Instruct).
+# Env: N (prompts per set, 20), MAX_NEW (128), MODEL (SmolLM2-135M-Instruct), THREADS (CPU threads for both engines;
+# 0: libtorch's default. On a machine shared with other jobs use 1: two threads then spin, measured 8x slower).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/launch/setup.sh" >/dev/null 2>&1 || "$ROOT/launch/setup.sh"
@@ -16,4 +17,5 @@ MODEL=${MODEL:-SmolLM2-135M-Instruct}
 [ -d "$MODEL" ] || MODEL=$DEPS/models/$MODEL
 VENV=$(cat "$ROOT/build/.venv-path")
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), load $(cut -d' ' -f1-3 /proc/loadavg)"
+export THREADS=${THREADS:-0}
 exec "$VENV/bin/python" "$ROOT/launch/bench_real.py" "$MODEL" "$SHARED" "${N:-20}" "${MAX_NEW:-128}" "$@"

@@ -63,6 +63,10 @@ def main():
     model_dir, shared, n, max_new = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     extra = sys.argv[5:]
     import torch
+    threads = int(os.environ.get("THREADS", "0"))
+    if threads > 0:  # the same CPU threads for both engines
+        torch.set_num_threads(threads)
+        extra = ["--threads", str(threads)] + extra
     from transformers import AutoModelForCausalLM, AutoTokenizer
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()

@@ -33,14 +33,17 @@ def check(name, ok, detail=""):
     failures += 0 if ok else 1
 
 
-def lookahead(*args):
+def lookahead(cmd, *args):
+    # One thread each, here and in torch: with two threads a loaded 2-core machine spends most of a forward
+    # spinning (measured: a one-token SmolLM2 forward 145 ms with 1 thread, 1.17 s with 2 while other jobs ran).
+    args = (cmd, "--threads", "1", *args) if cmd == "generate" else (cmd, *args)
     r = subprocess.run([BIN, *args], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"FAIL: lookahead {' '.join(args)[:200]}: {r.stderr.strip()}")
     return r.stdout
 
 
-torch.set_num_threads(max(1, torch.get_num_threads()))
+torch.set_num_threads(1)
 tok = AutoTokenizer.from_pretrained(MODEL)
 model = AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32).eval()
 eos = model.generation_config.eos_token_id
