@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: sets up if needed (the first run also converts SmolLM2-135M-Instruct, a few minutes), then
 #  1. chats with SmolLM2-135M-Instruct (dequantized Q4_1 weights in fp32, CPU, greedy): a few questions and a code
-#     prompt, the answers streamed as they are decoded with prompt lookup (the fastest strategy on this CPU in
-#     launch/bench-real.sh), each followed by its tokens/s and step compression;
+#     prompt, the answers streamed as they are decoded with prompt lookup (its drafts are the cheapest, 2-8 tokens
+#     per step, and in launch/bench-real.sh it was at or above plain decoding on code and summaries), each
+#     followed by its tokens/s and step compression;
 #  2. prints a strategy table for the same model on those prompts: tokens/s, S (tokens per forward), x AR, and
 #     whether the ids equal plain decoding's (lossless);
 #  3. the same table for the 260K-parameter TinyStories model in ../shared (skipped when ../shared is absent).
