@@ -66,15 +66,16 @@ int char_byte(char32_t c) { return c < 512 ? tables().to_byte[c] : -1; }
 
 // ---------------------------------------------------------------------------------------------------------------
 NormalizerChain::NormalizerChain(const json& j, const std::string& origin) {
-  if (!j.is_null()) add(j, origin);
+  if (!j.is_null()) add(j, origin, 0);
 }
 
-void NormalizerChain::add(const json& j, const std::string& origin) {
+void NormalizerChain::add(const json& j, const std::string& origin, int depth) {
+  LA_CHECK(depth < kMaxNesting, origin, ": normalizers nested more than ", kMaxNesting, " deep");
   const std::string t = type_of(j, origin, "normalizer");
   if (t == "Sequence") {
     LA_CHECK(j.contains("normalizers") && j["normalizers"].is_array(), origin,
              ": Sequence normalizer needs a \"normalizers\" array");
-    for (const auto& x : j["normalizers"]) add(x, origin);
+    for (const auto& x : j["normalizers"]) add(x, origin, depth + 1);
   } else if (t == "NFC" || t == "NFD" || t == "NFKC" || t == "NFKD") {
     forms_.emplace_back(t);
   } else {
@@ -90,16 +91,17 @@ std::string NormalizerChain::apply(const std::string& s) const {
 
 // ---------------------------------------------------------------------------------------------------------------
 PreTokenizerChain::PreTokenizerChain(const json& j, const std::string& origin) {
-  if (!j.is_null()) add(j, origin);
+  if (!j.is_null()) add(j, origin, 0);
 }
 
-void PreTokenizerChain::add(const json& j, const std::string& origin) {
+void PreTokenizerChain::add(const json& j, const std::string& origin, int depth) {
+  LA_CHECK(depth < kMaxNesting, origin, ": pre-tokenizers nested more than ", kMaxNesting, " deep");
   const std::string t = type_of(j, origin, "pre_tokenizer");
   Step st;
   if (t == "Sequence") {
     LA_CHECK(j.contains("pretokenizers") && j["pretokenizers"].is_array(), origin,
              ": Sequence pre-tokenizer needs a \"pretokenizers\" array");
-    for (const auto& x : j["pretokenizers"]) add(x, origin);
+    for (const auto& x : j["pretokenizers"]) add(x, origin, depth + 1);
     return;
   } else if (t == "Split") {
     LA_CHECK(j.contains("pattern") && j["pattern"].is_object() && j["pattern"].size() == 1, origin,

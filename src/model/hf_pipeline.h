@@ -19,7 +19,7 @@ class NormalizerChain {
   std::string apply(const std::string& s) const;
 
  private:
-  void add(const nlohmann::json& j, const std::string& origin);
+  void add(const nlohmann::json& j, const std::string& origin, int depth);
   std::vector<text::Normalizer> forms_;
 };
 
@@ -42,13 +42,16 @@ class PreTokenizerChain {
     bool invert = false;
     bool add_prefix_space = false;
   };
-  void add(const nlohmann::json& j, const std::string& origin);
+  void add(const nlohmann::json& j, const std::string& origin, int depth);
   static void split(const Step& st, const std::string& s, std::vector<std::string>& out);
   std::vector<Step> steps_;
 };
 
 // The GPT-2 byte-to-character table of the ByteLevel pre-tokenizer and decoder: every byte has a printable
 // character; the reverse maps such characters back to bytes.
+// Sequences nest at most this deep (a file nesting deeper is refused rather than recursed into).
+constexpr int kMaxNesting = 32;
+
 const std::string& byte_char(unsigned char b);  // UTF-8 of the character for byte b
 int char_byte(char32_t c);                      // the byte for a table character, -1 for any other character
 

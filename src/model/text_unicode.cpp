@@ -164,26 +164,6 @@ std::string Normalizer::apply(std::string_view s) const {
   return out;
 }
 
-std::string onig_to_pcre2(const std::string& p) {
-  std::string out;
-  out.reserve(p.size() + 16);
-  int depth = 0;  // inside a character class
-  for (size_t i = 0; i < p.size(); ++i) {
-    const char c = p[i];
-    if (c == '\\' && i + 1 < p.size()) {
-      const char e = p[++i];
-      if (e == 's') out += depth ? "\\s\\x{85}" : "[\\s\\x{85}]";
-      else if (e == 'S' && !depth) out += "[^\\s\\x{85}]";
-      else (out += '\\') += e;
-      continue;
-    }
-    if (c == '[') ++depth;
-    else if (c == ']' && depth) --depth;
-    out += c;
-  }
-  return out;
-}
-
 std::string Regex::quote(const std::string& literal) {
   std::string out;
   for (char c : literal) {
@@ -197,8 +177,7 @@ std::string Regex::quote(const std::string& literal) {
 Regex::Regex(const std::string& pattern, const std::string& what) : what_(what) {
   int err = 0;
   PCRE2_SIZE off = 0;
-  const std::string pat = onig_to_pcre2(pattern);
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(), PCRE2_UTF | PCRE2_UCP, &err,
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
                                    &off, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];

@@ -37,8 +37,8 @@ class Normalizer {
   const void* impl_;  // icu::Normalizer2 (a process-wide ICU singleton, not owned)
 };
 
-// A compiled PCRE2 pattern. Hugging Face tokenizers compiles its patterns with Oniguruma; the few differences
-// that matter here are bridged when compiling (Oniguruma's `\s` also matches U+0085).
+// A compiled PCRE2 pattern (UTF + UCP). Hugging Face tokenizers compiles its patterns with Oniguruma; for the
+// constructs of tokenizer patterns (\p{L}, \p{N}, \s incl. U+0085, lookahead, (?i:...)) the two agree (tested).
 class Regex {
  public:
   // Throws la::Error "<what>: invalid regex '<pattern>': <reason>".
@@ -53,8 +53,5 @@ class Regex {
   std::shared_ptr<void> code_;  // pcre2_code_8
   std::string what_;
 };
-
-// Oniguruma syntax to PCRE2 syntax for the constructs where they differ in tokenizer patterns.
-std::string onig_to_pcre2(const std::string& pattern);
 
 }  // namespace la::text

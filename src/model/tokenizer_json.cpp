@@ -41,10 +41,12 @@ struct AddedToken {
 class AddedMatcher {
  public:
   void add(const AddedToken* t) {
-    auto& v = by_first_[static_cast<unsigned char>(t->pattern[0])];
-    v.push_back(t);
-    std::stable_sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->pattern.size() > b->pattern.size(); });
+    by_first_[static_cast<unsigned char>(t->pattern[0])].push_back(t);
     empty_ = false;
+  }
+  void finish() {  // longest first among tokens sharing a first byte
+    for (auto& v : by_first_)
+      std::stable_sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->pattern.size() > b->pattern.size(); });
   }
   bool empty() const { return empty_; }
   // The leftmost match at or after `from`, longest first; nullptr if none.
@@ -230,21 +232,21 @@ class HfBpeTokenizer : public Tokenizer {
     return BpeModel(std::move(vocab), merges, o, origin);
   }
 
-  static void check_decoder(const json& d, const std::string& origin) {
-    if (d.is_null()) return;  // no decoder: bytes are still the ByteLevel table's
+  static void check_decoder(const json& d, const std::string& origin, int depth = 0) {
+    if (d.is_null()) return;
+    LA_CHECK(depth < hf::kMaxNesting, origin, ": decoders nested more than ", hf::kMaxNesting, " deep");  // no decoder: bytes are still the ByteLevel table's
     LA_CHECK(d.is_object() && d.contains("type") && d["type"].is_string(), origin,
              ": decoder must be an object with a string \"type\"");
     const std::string t = d["type"];
     if (t == "Sequence" && d.contains("decoders") && d["decoders"].is_array()) {
-      for (const auto& x : d["decoders"]) check_decoder(x, origin);
+      for (const auto& x : d["decoders"]) check_decoder(x, origin, depth + 1);
       return;
     }
     LA_CHECK(t == "ByteLevel", origin, ": unsupported decoder '", t, "' (byte-level BPE decodes with ByteLevel)");
   }
 
   int32_t token_to_id(const std::string& s) const {  // added tokens first, then the model (AddedVocabulary)
-    for (const auto& t : added_)
-      if (t.content == s) return t.id;
+    if (auto it = added_ids_.find(s); it != added_ids_.end()) return it->second;
     return model_.id_of(s);
   }
 
@@ -254,6 +256,7 @@ class HfBpeTokenizer : public Tokenizer {
     // Ids as tokenizers assigns them (AddedVocabulary::add_tokens): the vocabulary's id when the content is in it,
     // else the next free id; the file's "id" only produces a warning there when it differs.
     int64_t next_id = static_cast<int64_t>(model_.vocab().size());
+    std::unordered_map<int32_t, size_t> slot;  // id -> index in added_
     for (const auto& x : a) {
       LA_CHECK(x.is_object() && x.contains("content") && x["content"].is_string(), origin,
                ": every added token needs a string \"content\"");
@@ -272,21 +275,24 @@ class HfBpeTokenizer : public Tokenizer {
         id = static_cast<int32_t>(next_id++);
       }
       t.id = id;
+      added_ids_[t.content] = id;
       // One token per id, the last one read wins (added_tokens_map_r).
-      added_.erase(std::remove_if(added_.begin(), added_.end(), [&](const AddedToken& u) { return u.id == id; }),
-                   added_.end());
-      added_.push_back(std::move(t));
+      if (auto it = slot.find(id); it != slot.end()) added_[it->second] = std::move(t);
+      else slot[id] = added_.size(), added_.push_back(std::move(t));
     }
     for (auto& t : added_) {
       t.pattern = t.normalized && !norm_.empty() ? norm_.apply(t.content) : t.content;
       if (t.pattern.empty()) continue;
       (t.normalized ? normalized_tokens_ : raw_tokens_).add(&t);
     }
+    raw_tokens_.finish();
+    normalized_tokens_.finish();
   }
 
   // The ids a template puts before and after the text; processors of a Sequence wrap one another.
-  void read_post_processor(const json& p, const std::string& origin) {
+  void read_post_processor(const json& p, const std::string& origin, int depth = 0) {
     if (p.is_null()) return;
+    LA_CHECK(depth < hf::kMaxNesting, origin, ": post-processors nested more than ", hf::kMaxNesting, " deep");
     LA_CHECK(p.is_object() && p.contains("type") && p["type"].is_string(), origin,
              ": post_processor must be an object with a string \"type\"");
     const std::string t = p["type"];
@@ -294,7 +300,7 @@ class HfBpeTokenizer : public Tokenizer {
     if (t == "Sequence") {
       LA_CHECK(p.contains("processors") && p["processors"].is_array(), origin,
                ": Sequence post_processor needs a \"processors\" array");
-      for (const auto& x : p["processors"]) read_post_processor(x, origin);
+      for (const auto& x : p["processors"]) read_post_processor(x, origin, depth + 1);
       return;
     }
     std::vector<int32_t> pre, post;
@@ -380,6 +386,7 @@ class HfBpeTokenizer : public Tokenizer {
   hf::PreTokenizerChain pre_;
   BpeModel model_;
   std::vector<AddedToken> added_;
+  Vocab added_ids_;  // content -> id
   AddedMatcher raw_tokens_, normalized_tokens_;
   std::vector<int32_t> prefix_, suffix_;
   std::vector<std::string> pieces_;  // decoded bytes by id

@@ -209,6 +209,13 @@ TEST(TokenizerJson, ByteLevelPrefixSpaceAndGpt2Regex) {
             (std::vector<std::string>{"they", byte_level("'re"), byte_level(" "), byte_level(" ok")}));
   EXPECT_EQ(pieces({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}, "a b"),
             (std::vector<std::string>{byte_level("a b")}));
+  // Oniguruma's \s (what tokenizers compiles the pattern with) includes U+0085 but not U+001C or U+200B
+  // (checked with tokenizers' pre_tokenize_str).
+  const json bl = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
+  EXPECT_EQ(pieces(bl, "!\u0085"), (std::vector<std::string>{"!", byte_level("\u0085")}));
+  EXPECT_EQ(pieces(bl, "!\u00a0"), (std::vector<std::string>{"!", byte_level("\u00a0")}));
+  EXPECT_EQ(pieces(bl, "!\x1c"), (std::vector<std::string>{byte_level("!\x1c")}));
+  EXPECT_EQ(pieces(bl, "!\u200b"), (std::vector<std::string>{byte_level("!\u200b")}));
 }
 
 TEST(TokenizerJson, NfcNormalizer) {
@@ -399,6 +406,10 @@ TEST(TokenizerJson, BadFilesGiveOneClearError) {
   expect_bad(with([](json& j) { j["added_tokens"] = {{{"id", 1}}}; }), "string \"content\"");
   expect_bad(with([](json& j) { j["added_tokens"] = 5; }), "\"added_tokens\" must be an array");
   expect_bad(with([](json& j) { j["pre_tokenizer"]["add_prefix_space"] = "yes"; }), "true or false");
+  expect_bad(with([](json& j) {
+               for (int i = 0; i < 100; ++i) j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {j["pre_tokenizer"]}}};
+             }),
+             "nested more than");
 }
 
 TEST(TokenizerJson, EveryTruncationIsAnErrorNotACrash) {
@@ -412,5 +423,26 @@ TEST(TokenizerJson, EveryTruncationIsAnErrorNotACrash) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("cut"), std::string::npos);
     }
+  }
+}
+
+TEST(TokenizerJson, RandomBytesRoundTripAfterRepair) {
+  // Any input: no crash (also under ASan/UBSan), and the text comes back with ill-formed UTF-8 replaced.
+  Fixture f(M{{"<", "|"}, {" ", "t"}, {"\xC3", "\xA9"}, {"1", "2"}});
+  f.add_token("<|end|>", true);  // (no lstrip/rstrip here: they drop whitespace by design)
+  f.add_token("word", false, {{"single_word", true}});
+  f.j["pre_tokenizer"] = json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Digits", "individual_digits": false},
+      {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|\\p{L}+|\\s+(?!\\S)|\\s+"}, "behavior": "MergedWithNext", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}]})");
+  auto t = f.make();
+  std::mt19937 rng(11);
+  const std::string alphabet[] = {"a", " ", "\n", "1", "<|end|>", "<|", "word", "'S", "\xC3", "\xA9", "\xF0\x9F\x99\x82",
+                                  "\xFF", "\x80", "\xE2\x82", "\t", "\xCC\x81"};
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string s;
+    for (int i = 0, n = rng() % 24; i < n; ++i) s += alphabet[rng() % std::size(alphabet)];
+    const auto ids = t->encode(s);
+    EXPECT_EQ(t->decode(ids), text::utf8_repair(s)) << trial;
   }
 }

@@ -4,7 +4,7 @@ Builds byte-level BPE tokenizer.json files at test time with `tokenizers` (a GPT
 TemplateProcessing BOS and ignore_merges, a Qwen2 layout with NFC), trained in seconds on a slice of the shared
 datasets, adds the SmolLM2 tokenizer when it is installed, and compares the ids of every text of every dataset
 and of hand-written edge cases. Then decodes our ids back and compares with the text and with HF's decode.
-Usage: tokenizer_hf.py LOOKAHEAD_BIN SHARED_DIR SMOLLM2_DIR WORK_DIR
+Usage: tokenizer_hf.py LOOKAHEAD_BIN SHARED_DIR SMOLLM2_DIR WORK_DIR   (TOKHF_EDGE_ONLY=1: edge cases only)
 """
 import gzip
 import json
@@ -53,6 +53,8 @@ for rel, fields in SOURCES:
                     origin.append(rel)
     if len(texts) == n0:
         sys.exit(f"FAIL: no text fields {fields} in {path}")
+if os.environ.get("TOKHF_EDGE_ONLY"):  # a quick run: edge cases only (the training still uses the datasets)
+    texts_for_training, texts, origin = texts, [], []
 n_dataset = len(texts)
 
 EDGE = [
@@ -71,10 +73,12 @@ EDGE = [
     "ALLCAPS lowercase MiXeD", "punctuation!!! ??? ... ---", "$100 & 50% off #tag @user",
 ]
 # Invalid UTF-8 cannot travel in JSON, so these go through --text; HF sees Python's errors="replace" decoding.
-INVALID = [b"a\xffb", b"\xe2\x82 cut", b"\xf0\x80\x80 overlong", b"\xed\xa0\x80 surrogate", b"end \xf0\x9f\x99"]
+# One process start per input, so the kinds of ill-formed sequences share two inputs.
+INVALID = [b"a\xffb \xe2\x82 cut \xf0\x80\x80 overlong \xed\xa0\x80 surrogate \xc0\xaf",
+           b"\x80lone <|endoftext|>\xfe end \xf0\x9f\x99"]
 
 all_texts = texts + EDGE
-train_text = "\n".join(t for t in texts[::7])[:400_000]
+train_text = "\n".join(t for t in (texts or texts_for_training)[::7])[:400_000]
 
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
           r"|\s*[\r\n]+|\s+(?!\S)|\s+")

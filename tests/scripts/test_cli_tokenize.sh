@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# `lookahead tokenize` through the real binary: the ids equal generate's prompt_ids (one code path), --decode
+# reverses them, a model directory with only a tokenizer.json is used by generate; bad input (flags, JSONL,
+# corrupt tokenizer.json for tokenize and for generate) gives one error line and a non-zero exit.
+# labels: cli;tokenizer
+# timeout: 300
+set -u
+BUILD=$1; SRC=$2; SHARED=$3
+BIN=$BUILD/lookahead
+M=$SHARED/models/stories260K
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fails=0; n=0
+source "$SRC/tests/scripts/lib.sh"  # expect_error
+check() {  # check "what" command...: the command must succeed
+  n=$((n+1))
+  if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails+1)); fi
+}
+
+python3 - "$T" "$M" <<'PY'
+import json, os, shutil, sys
+t, m = sys.argv[1], sys.argv[2]
+# A byte-level BPE tokenizer.json written out by hand: ids 0..255 are the bytes (GPT-2 table), one merge.
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+cs, k = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + k); k += 1
+table = {b: chr(c) for b, c in zip(bs, cs)}
+vocab = {table[b]: b for b in range(256)}
+vocab["Ġt"] = 256
+tok = {"version": "1.0", "added_tokens": [{"id": 257, "content": "<|end|>", "special": True, "normalized": False}],
+       "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+       "post_processor": None, "decoder": {"type": "ByteLevel"},
+       "model": {"type": "BPE", "vocab": vocab, "merges": ["Ġ t"]}}
+def model_dir(name, tokenizer_text, keep_config=False):
+    d = os.path.join(t, name); shutil.copytree(m, d); os.remove(os.path.join(d, "tokenizer.model"))
+    if not keep_config:  # sentencepiece's config: add_bos_token with a bos_token "<s>" that this file lacks
+        os.remove(os.path.join(d, "tokenizer_config.json"))
+    open(os.path.join(d, "tokenizer.json"), "w").write(tokenizer_text); return d
+text = json.dumps(tok)
+model_dir("bpe", text)
+model_dir("badbos", text, keep_config=True)
+model_dir("corrupt", "{\"model\": {\"type\": \"BPE\", \"vocab\": {")
+model_dir("truncated", text[: len(text) // 2])
+model_dir("wordpiece", json.dumps(dict(tok, model={"type": "WordPiece", "vocab": {"a": 0}})))
+model_dir("badmerge", json.dumps(dict(tok, model=dict(tok["model"], merges=["Ġ t", "q zz"]))))
+model_dir("badregex", json.dumps(dict(tok, pre_tokenizer={"type": "Split", "pattern": {"Regex": "(a"},
+                                                          "behavior": "Isolated", "invert": False})))
+with open(os.path.join(t, "texts.jsonl"), "w") as f:
+    f.write(json.dumps({"id": "a", "text": "Once upon a time"}) + "\n")
+    f.write(json.dumps({"prompt": "Lily went to the park."}) + "\n\n")
+    f.write(json.dumps({"id": 7, "text": ""}) + "\n")
+open(os.path.join(t, "prompts.jsonl"), "w").write(json.dumps({"id": "a", "prompt": "Once upon a time"}) + "\n")
+open(os.path.join(t, "bad.jsonl"), "w").write('{"id": 1, "text": "hi"}\n{"id": 2, "text": \n')
+open(os.path.join(t, "notext.jsonl"), "w").write('{"id": 1, "words": "hi"}\n')
+open(os.path.join(t, "badids.jsonl"), "w").write('{"id": 1, "ids": "1,2"}\n')
+open(os.path.join(t, "negids.jsonl"), "w").write('{"id": 1, "ids": [5, -2]}\n')
+PY
+
+# ---- what works ----
+"$BIN" tokenize --model "$M" --input "$T/texts.jsonl" >"$T/tok.out" 2>"$T/err"
+"$BIN" generate --quiet --model "$M" --input "$T/prompts.jsonl" --output "$T/gen.jsonl" --max-new-tokens 2 2>>"$T/err"
+check "tokenize --input: one line per record, ids as generate's prompt_ids, ids default to the record index" \
+  python3 - "$T" <<'PY'
+import json, sys
+t = sys.argv[1]
+tok = [json.loads(l) for l in open(f"{t}/tok.out")]
+gen = [json.loads(l) for l in open(f"{t}/gen.jsonl")]
+assert [r["id"] for r in tok] == ["a", 1, 7], tok
+assert tok[0]["ids"] == gen[0]["prompt_ids"] and tok[0]["ids"][0] == 1, (tok[0], gen[0]["prompt_ids"])
+assert tok[2]["ids"] == [1], tok[2]  # the empty text is BOS alone
+PY
+IDS=$(python3 -c "import json; print(','.join(map(str, json.loads(open('$T/tok.out').readline())['ids'])))")
+check "tokenize --text equals the --input line" \
+  test "$("$BIN" tokenize --model "$M" --text "Once upon a time")" = "{\"id\":0,\"ids\":[$IDS]}"
+check "tokenize --decode --ids gives the text back" \
+  test "$("$BIN" tokenize --model "$M" --decode --ids "$IDS")" = '{"id":0,"text":"Once upon a time"}'
+check "random: models use the byte tokenizer" \
+  test "$("$BIN" tokenize --model random:tiny-mha --text hi)" = '{"id":0,"ids":[1,107,108]}'
+check "a tokenizer.json directory: merges, special tokens inside text, no BOS" \
+  test "$("$BIN" tokenize --tokenizer "$T/bpe" --text "a t<|end|>")" = '{"id":0,"ids":[97,256,257]}'
+check "--decode of a tokenizer.json: special tokens as their text" \
+  test "$("$BIN" tokenize --tokenizer "$T/bpe" --decode --ids 97,256,257)" = '{"id":0,"text":"a t<|end|>"}'
+"$BIN" generate --model "$T/bpe" --prompt "a t" --max-new-tokens 4 >"$T/stream.out" 2>"$T/err"
+check "generate streams with a tokenizer.json-only model directory" grep -q "^a t" "$T/stream.out"
+
+# ---- bad input: one error line, non-zero exit ----
+expect_error "give --model DIR or --tokenizer DIR" tokenize --text hi
+expect_error "give one of --text TEXT and --input FILE" tokenize --model "$M"
+expect_error "give one of --text TEXT and --input FILE" tokenize --model "$M" --text hi --input "$T/texts.jsonl"
+expect_error "--decode takes --ids or --input" tokenize --model "$M" --decode --text hi
+expect_error "--ids needs --decode" tokenize --model "$M" --ids 1,2
+expect_error "'x' is not an integer" tokenize --model "$M" --decode --ids 1,x
+expect_error "--ids values must be >= 0" tokenize --model "$M" --decode --ids 1,-3
+expect_error "token id 99999 is outside" tokenize --model "$M" --decode --ids 1,99999
+expect_error "--input file '$T/missing.jsonl' does not exist" tokenize --model "$M" --input "$T/missing.jsonl"
+expect_error "bad.jsonl:2: invalid JSON" tokenize --model "$M" --input "$T/bad.jsonl"
+expect_error "notext.jsonl:1: expected an object with a string \"text\"" tokenize --model "$M" --input "$T/notext.jsonl"
+expect_error "badids.jsonl:1: \"ids\" must be an array" tokenize --model "$M" --decode --input "$T/badids.jsonl"
+expect_error "negids.jsonl:1: \"ids\" holds -2" tokenize --model "$M" --decode --input "$T/negids.jsonl"
+expect_error "has no tokenizer.model or tokenizer.json" tokenize --tokenizer "$T/nope" --text hi
+expect_error "tokenizer.json: invalid JSON" tokenize --tokenizer "$T/corrupt" --text hi
+expect_error "tokenizer.json: invalid JSON" tokenize --tokenizer "$T/truncated" --text hi
+expect_error "unsupported tokenizer model type 'WordPiece'" tokenize --tokenizer "$T/wordpiece" --text hi
+expect_error "'zz', which is not in the vocabulary" tokenize --tokenizer "$T/badmerge" --text hi
+expect_error "invalid regex '(a'" tokenize --tokenizer "$T/badregex" --text hi
+expect_error "unrecognised option '--bogus'" tokenize --model "$M" --text hi --bogus
+expect_error "bos_token '<s>' is not a token" tokenize --model "$T/badbos" --text hi
+G=(generate --quiet --max-new-tokens 4 --prompt hi)
+expect_error "corrupt/tokenizer.json: invalid JSON" "${G[@]}" --model "$T/corrupt"
+expect_error "truncated/tokenizer.json: invalid JSON" "${G[@]}" --model "$T/truncated"
+expect_error "unsupported tokenizer model type 'WordPiece'" "${G[@]}" --model "$T/wordpiece"
+expect_error "'zz', which is not in the vocabulary" "${G[@]}" --model "$T/badmerge"
+expect_error "tokenizer.json: invalid JSON" "${G[@]}" --model "$M" --tokenizer "$T/corrupt"
+echo "$((n-fails)) passed, $fails failed"
+[ $fails -eq 0 ]
