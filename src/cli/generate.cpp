@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
@@ -15,7 +16,9 @@
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
+#include "lookahead/model/chat_template.h"
 #include "lookahead/model/llama.h"
+#include "lookahead/model/model_path.h"
 #include "lookahead/model/tokenizer.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -30,6 +33,15 @@ namespace la::cli {
 namespace {
 
 using Prompt = PromptRecord;
+
+// Token ids of a rendered chat, as transformers' apply_chat_template(tokenize=True) makes them: the template
+// writes any BOS itself, so the tokenizer must not add one (no encode flag for that: drop the one it adds).
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::string& text, int bos_id) {
+  std::vector<int32_t> ids = tok.encode(text);
+  const std::vector<int32_t> empty = tok.encode("");
+  if (!empty.empty() && empty[0] == bos_id && !ids.empty() && ids[0] == bos_id) ids.erase(ids.begin());
+  return ids;
+}
 
 json stats_json(const RequestStats& s) {
   json h = json::array();
@@ -87,7 +99,7 @@ int cmd_generate(int argc, char** argv) {
   StrategyOptions so;
   GenParams gp;
   std::string prompt, input, output, stats_path, config_file, tokenizer_dir, draft_device;
-  bool quiet = false, allow_empty = false;
+  bool quiet = false, allow_empty = false, chat = false;
   std::string comm_kind = "auto";
   double rank_timeout = 60;
   int64_t seed = 0;
@@ -97,12 +109,17 @@ int cmd_generate(int argc, char** argv) {
   d.add_options()
       ("help,h", "show this help")
       ("config", po::value(&config_file), "read options from an INI-style file (key = value), flags win")
-      ("model", po::value(&lo.model), "Hugging Face model directory, or random:NAME[:SEED] (dummy weights)")
-      ("tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model or tokenizer.json (default: the "
-                                               "model's; random: models use a byte tokenizer; `bytes`: that byte "
-                                               "tokenizer for any model)")
+      ("model", po::value(&lo.model), "Hugging Face model directory, a NAME under $LOOKAHEAD_DEPS/models "
+                                      "(default ~/.cache/lookahead/models; e.g. SmolLM2-135M-Instruct), or "
+                                      "random:NAME[:SEED] (dummy weights)")
+      ("tokenizer", po::value(&tokenizer_dir), "directory (or cached NAME) with tokenizer.model or tokenizer.json "
+                                               "(default: the model's; random: models use a byte tokenizer; `bytes`: that "
+                                               "byte tokenizer for any model)")
       ("prompt", po::value(&prompt), "one prompt; the text streams to stdout")
-      ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the tokenizer)")
+      ("input", po::value(&input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the "
+                                   "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat)")
+      ("chat", po::bool_switch(&chat), "wrap each prompt as one user message in the model's chat template "
+                                       "(ChatML, Llama-3, Llama-2/Mistral [INST]; default: off, the text is fed as is)")
       ("output", po::value(&output), "JSONL output, one record per prompt, written as results arrive")
       ("max-new-tokens", po::value(&gp.max_new_tokens)->default_value(128),
        "new tokens per prompt (0: until eos or the context limit)")
@@ -147,6 +164,9 @@ int cmd_generate(int argc, char** argv) {
 
   // ---- validate everything before loading anything ----
   LA_CHECK(!lo.model.empty(), "--model is required");
+  lo.model = resolve_model_path(lo.model, "--model");
+  if (!tokenizer_dir.empty() && tokenizer_dir != "bytes") tokenizer_dir = resolve_model_path(tokenizer_dir, "--tokenizer");
+  if (!so.draft_model.empty()) so.draft_model = resolve_model_path(so.draft_model, "--draft-model");
   LA_CHECK(vm.count("prompt") || !input.empty(), "give --prompt TEXT or --input prompts.jsonl");
   LA_CHECK(!(vm.count("prompt") && !input.empty()), "give only one of --prompt and --input");
   LA_CHECK(input.empty() || !output.empty(), "--input needs --output");
@@ -208,6 +228,16 @@ int cmd_generate(int argc, char** argv) {
   const ModelConfig cfg0 = model_config_of(lo.model);  // fails fast on bad config before weights
   const std::unique_ptr<Tokenizer> tok = open_tokenizer(lo.model, tokenizer_dir, &cfg0);  // as `tokenize` does
   const bool from_file = !vm.count("prompt");
+  std::unique_ptr<ChatTemplate> chat_tmpl;
+  const bool any_messages = std::any_of(prompts.begin(), prompts.end(), [](const Prompt& p) {
+    return !p.messages.empty() && p.ids.empty();
+  });
+  if (chat || any_messages) {
+    const std::string tdir = tokenizer_dir.empty() ? lo.model : tokenizer_dir;
+    LA_CHECK(!is_random_model(tdir), chat ? "--chat needs" : "\"messages\" records need",
+             " a chat template: give a model directory (or --tokenizer DIR) that has one");
+    chat_tmpl = std::make_unique<ChatTemplate>(ChatTemplate::load(tdir));
+  }
   for (auto& p : prompts) {
     if (!p.ids.empty()) {  // pre-tokenized ("prompt_ids"): used as given
       for (auto t : p.ids)
@@ -215,10 +245,12 @@ int cmd_generate(int argc, char** argv) {
       check_fits(cfg0, p.ids.size(), gp.max_new_tokens);
       continue;
     }
-    LA_CHECK(allow_empty || !p.text.empty(), "empty prompt",
+    LA_CHECK(allow_empty || !p.text.empty() || !p.messages.empty(), "empty prompt",
              from_file ? " (id " + p.id.dump() + ")" : std::string(),
              " (pass --allow-empty-prompt to generate from BOS alone)");
-    p.ids = tok->encode(p.text);
+    if (!p.messages.empty()) p.ids = encode_chat(*tok, chat_tmpl->render(p.messages), cfg0.bos_id);
+    else if (chat) p.ids = encode_chat(*tok, chat_tmpl->render({{"user", p.text}}), cfg0.bos_id);
+    else p.ids = tok->encode(p.text);
     LA_CHECK(!p.ids.empty(), "empty prompt", from_file ? " (id " + p.id.dump() + ")" : std::string(),
              ": it encodes to no tokens");
     try {
@@ -306,8 +338,8 @@ int cmd_generate(int argc, char** argv) {
     const bool stream = vm.count("prompt") && !quiet;
     // The eos that ends generation prints nothing; other special tokens print as their text.
     TextStream ts(*tok, p.ids, cfg0.eos_ids);
-    if (stream) {
-      std::cout << p.text << std::flush;
+    if (stream) {  // a chat shows the user's text on its own line, not the template around it
+      std::cout << p.text << (chat ? "\n" : "") << std::flush;
     }
     auto cb = [&](const std::vector<int32_t>& ids) {
       if (stream) std::cout << ts.push(ids) << std::flush;
@@ -336,6 +368,11 @@ int cmd_generate(int argc, char** argv) {
                 {"tokens_per_s", r.stats.tokens_per_s()},
                 {"strategy", strategy->name()},
                 {"stats", stats_json(r.stats)}};
+    if (!p.messages.empty()) {
+      json m = json::array();
+      for (const auto& x : p.messages) m.push_back({{"role", x.role}, {"content", x.content}});
+      rec["messages"] = m;
+    }
     if (out.is_open()) out.write(rec);
     if (!stats_path.empty()) {  // kept only for --stats-json (about 1 KB per prompt)
       per.push_back(rec["stats"]);

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "lookahead/model/llama.h"
+#include "lookahead/model/model_path.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 
@@ -66,7 +67,7 @@ int cmd_bench_forward(int argc, char** argv) {
   std::string tokens = "1,2,4,8,16,32,64,128,256", contexts = "256,1024";
   int repeat = 5;
   po::options_description d("lookahead bench-forward: forward time versus step tokens (tree of T tokens)\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir or random:NAME")(
+  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir, cached NAME or random:NAME")(
       "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
       "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")(
       "threads", po::value(&lo.threads)->default_value(0), "CPU threads")(
@@ -77,6 +78,7 @@ int cmd_bench_forward(int argc, char** argv) {
   add_device_options(d, lo, graphs);
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
+  lo.model = resolve_model_path(lo.model);
   const bool both = lo.kernels == "both";  // time the kernel and the ATen forward on one set of weights
   if (both) lo.kernels = "on";
   apply_device_options(lo, graphs);
@@ -144,17 +146,21 @@ int cmd_bench_forward(int argc, char** argv) {
 int cmd_score(int argc, char** argv) {
   LoadOptions lo;
   std::string ids_s;
+  int from = 0;
   po::options_description d("lookahead score: logits of every position of a token sequence, as JSON\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir or random:NAME")(
+  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir, cached NAME or random:NAME")(
       "ids", po::value(&ids_s)->required(), "comma list of token ids")(
       "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
-      "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda");
+      "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")(
+      "from", po::value(&from)->default_value(0), "print logits from this position on (large vocabularies)");
   std::string graphs;
   add_device_options(d, lo, graphs);
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
+  lo.model = resolve_model_path(lo.model);
   apply_device_options(lo, graphs);
   const auto parsed = int_list(ids_s, "ids", 0);
+  LA_CHECK(from >= 0 && from < static_cast<int>(parsed.size()), "--from must be in [0, ", parsed.size(), ")");
   const std::vector<int32_t> ids(parsed.begin(), parsed.end());
   LA_CHECK(!ids.empty(), "--ids is empty");
   auto m = load_llama(lo);
@@ -167,7 +173,8 @@ int cmd_score(int argc, char** argv) {
   for (size_t i = 0; i < next.size(); ++i) std::cout << (i ? ", " : "") << next[i];
   std::cout << "], \"logits\": [";
   std::cout << std::setprecision(9);
-  for (size_t i = 0; i < lg.size(); ++i) std::cout << (i ? ", " : "") << lg[i];
+  for (size_t i = static_cast<size_t>(from) * V; i < lg.size(); ++i)
+    std::cout << (i > static_cast<size_t>(from) * V ? ", " : "") << lg[i];
   std::cout << "]}\n";
   return 0;
 }
@@ -180,6 +187,7 @@ int cmd_save_model(int argc, char** argv) {
       "out", po::value(&out)->required(), "output directory (must exist)");
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
+  lo.model = resolve_model_path(lo.model);
   LA_CHECK(is_directory(out), "--out directory '", out, "' does not exist");
   auto m = load_llama(lo);
   save_hf_directory(*m, out);
@@ -257,7 +265,7 @@ int cmd_tokenize(int argc, char** argv) {
   po::options_description d(
       "lookahead tokenize: the prompt ids generate would use for a text (BOS as the model's tokenizer config says),\n"
       "one JSON line {\"id\", \"ids\"} per input; --decode turns ids back into {\"id\", \"text\"}\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&model), "model directory or random:NAME (its tokenizer and BOS)")(
+  d.add_options()("help,h", "show this help")("model", po::value(&model), "model directory, cached NAME or random:NAME (its tokenizer and BOS)")(
       "tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model or tokenizer.json (default: the model's)")(
       "text", po::value(&text), "one text to encode")(
       "input", po::value(&input), "JSONL file of {\"id\", \"text\"} (or \"prompt\") records; with --decode {\"id\", \"ids\": [...]}")(
@@ -266,6 +274,8 @@ int cmd_tokenize(int argc, char** argv) {
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
   LA_CHECK(!model.empty() || !tokenizer_dir.empty(), "give --model DIR or --tokenizer DIR");
+  if (!model.empty()) model = resolve_model_path(model, "--model");
+  if (!tokenizer_dir.empty() && tokenizer_dir != "bytes") tokenizer_dir = resolve_model_path(tokenizer_dir, "--tokenizer");
   const int sources = int(vm.count("text")) + int(vm.count("input")) + int(vm.count("ids"));
   LA_CHECK(sources == 1, decode ? "give one of --ids LIST and --input FILE" : "give one of --text TEXT and --input FILE");
   LA_CHECK(!(decode && vm.count("text")), "--decode takes --ids or --input, not --text");

@@ -16,10 +16,12 @@ bool parse_prompt_record(const std::string& line, size_t index, const std::strin
   } catch (const std::exception& e) {
     fail(where, ": invalid JSON (", e.what(), ")");
   }
-  LA_CHECK(j.is_object() && ((j.contains("prompt") && j["prompt"].is_string()) || j.contains("prompt_ids")), where,
-           ": expected an object with a string \"prompt\" (or \"prompt_ids\")");
+  LA_CHECK(j.is_object() && ((j.contains("prompt") && j["prompt"].is_string()) || j.contains("prompt_ids") ||
+                               j.contains("messages")),
+           where, ": expected an object with a string \"prompt\" (or \"prompt_ids\" or \"messages\")");
   out = PromptRecord{j.contains("id") ? j["id"] : json(static_cast<int>(index)),
                      j.contains("prompt") && j["prompt"].is_string() ? j["prompt"].get<std::string>() : std::string(),
+                     {},
                      {}};
   if (j.contains("prompt_ids")) {
     LA_CHECK(j["prompt_ids"].is_array() && !j["prompt_ids"].empty(), where,
@@ -32,6 +34,8 @@ bool parse_prompt_record(const std::string& line, size_t index, const std::strin
       LA_CHECK(fits, where, ": \"prompt_ids\" holds ", x.dump(), ", outside any vocabulary");
       out.ids.push_back(x.get<int32_t>());
     }
+  } else if (j.contains("messages")) {
+    out.messages = parse_chat_messages(j["messages"], where);
   }
   return true;
 }

@@ -24,6 +24,12 @@ d = clone("arch"); c = json.load(open(d + "/config.json")); c["architectures"] =
 d = clone("notok"); os.remove(d + "/tokenizer.model")
 d = clone("noweights"); os.remove(d + "/model.safetensors")
 open(os.path.join(t, "bad.jsonl"), "w").write('{"id": 1, "prompt": "hi"}\n{"id": 2, "prompt": \n')
+d = clone("gemma"); json.dump({"chat_template": "{% for m in messages %}{{ '<start_of_turn>' + m['role'] + '\\n' + m['content'] + '<end_of_turn>\\n' }}{% endfor %}"}, open(d + "/tokenizer_config.json", "w"))
+d = clone("chatlist"); json.dump({"chat_template": [{"name": "tool_use", "template": "x"}]}, open(d + "/tokenizer_config.json", "w"))
+for name, rec in [("badmsg", {"id": 1, "messages": [{"role": "user", "content": 3}]}),
+                  ("badrole", {"id": 1, "messages": [{"role": "robot", "content": "hi"}]}),
+                  ("msgs", {"id": 1, "messages": [{"role": "user", "content": "hi"}]})]:
+    open(os.path.join(t, name + ".jsonl"), "w").write(json.dumps(rec) + "\n")
 open(os.path.join(t, "long.jsonl"), "w").write(json.dumps({"id": "long", "prompt": "word " * 600}) + "\n")
 PY
 G=(generate --quiet --max-new-tokens 8)
@@ -59,5 +65,18 @@ expect_error "unrecognised option '--bogus'" "${G[@]}" --model "$T/m" --prompt h
 expect_error "the argument ('abc') for option '--max-new-tokens' is invalid" generate --model "$T/m" --prompt hi --max-new-tokens abc
 expect_error "unknown random model preset" "${G[@]}" --model random:nope --prompt hi
 expect_error "cannot write --output" "${G[@]}" --model "$T/m" --input "$T/long.jsonl" --output /nonexistent/dir/o.jsonl
+# chat templates and cached model names
+expect_error "gemma/tokenizer_config.json: chat template not recognised" "${G[@]}" --model "$T/gemma" --prompt hi --chat
+expect_error "prompt_ids" "${G[@]}" --model "$T/gemma" --prompt hi --chat
+expect_error "without a \"default\" entry" "${G[@]}" --model "$T/chatlist" --prompt hi --chat
+expect_error "has no chat template" "${G[@]}" --model "$T/m" --prompt hi --chat
+expect_error "has no chat template" "${G[@]}" --model "$T/m" --input "$T/msgs.jsonl" --output "$T/o.jsonl"
+expect_error "--chat needs a chat template" "${G[@]}" --model random:tiny-gqa-bias --prompt hi --chat
+expect_error "badmsg.jsonl:1: messages.0. must be an object" "${G[@]}" --model "$T/m" --input "$T/badmsg.jsonl" --output "$T/o.jsonl"
+expect_error "badrole.jsonl:1: messages.0. has role 'robot'" "${G[@]}" --model "$T/m" --input "$T/badrole.jsonl" --output "$T/o.jsonl"
+LOOKAHEAD_DEPS=$T/deps expect_error "--model 'No-Such-Model' not found" "${G[@]}" --model No-Such-Model --prompt hi
+LOOKAHEAD_DEPS=$T/deps expect_error "$T/deps/models/No-Such-Model" "${G[@]}" --model No-Such-Model --prompt hi
+LOOKAHEAD_DEPS=$T/deps expect_error "--draft-model 'Nope' not found" "${G[@]}" --model "$T/m" --prompt hi --strategy ouroboros --draft-model Nope
+LOOKAHEAD_DEPS=$T/deps expect_error "--model 'Nope' not found" score --model Nope --ids 1,2
 echo "$((n-fails)) passed, $fails failed"
 [ $fails -eq 0 ]

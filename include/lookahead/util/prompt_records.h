@@ -1,4 +1,5 @@
-// One record of a `generate --input` JSONL file: {"id": ..., "prompt": "..."} or {"id": ..., "prompt_ids": [...]}.
+// One record of a `generate --input` JSONL file: {"id": ..., "prompt": "..."}, {"id": ..., "prompt_ids": [...]} or
+// {"id": ..., "messages": [{"role", "content"}...]} (a chat, rendered with the model's template).
 // A pure function so the parsing is unit- and fuzz-testable without a model (tests/fuzz/fuzz_prompt_jsonl.cpp).
 #pragma once
 #include <cstddef>
@@ -7,12 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "lookahead/model/chat_template.h"
+
 namespace la {
 
 struct PromptRecord {
   nlohmann::json id;         // as given; default: the record's index
   std::string text;          // "prompt" (empty when only "prompt_ids" is given)
   std::vector<int32_t> ids;  // "prompt_ids" (empty: tokenize `text`)
+  std::vector<ChatMessage> messages;  // "messages": a chat, rendered with the model's template before encoding
 };
 
 // Parses one line. Returns false for a blank line (spaces, tabs, CR). `index` is the record's default id;

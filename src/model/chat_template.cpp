@@ -1,0 +1,244 @@
+// Chat templates recognised from their text and rendered by hand. Written here because no maintained C++ Jinja
+// library is packaged in Debian; the formats covered are the ones llama.cpp also special-cases. Each render function
+// mirrors one template's Jinja line by line (see tests/core/data/chat_templates.json for the reference outputs,
+// produced by transformers' apply_chat_template).
+#include "lookahead/model/chat_template.h"
+
+#include <nlohmann/json.hpp>
+
+#include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
+
+namespace la {
+namespace {
+
+bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+// Python's str.strip() / Jinja's trim for ASCII whitespace.
+std::string strip(const std::string& s) {
+  const char* ws = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+// The value of the Jinja string literal that contains position `pos` of `t` (quotes ' or "), with its escapes
+// (\n, \t, \\, \', \") resolved; "" if `pos` is not inside a literal.
+std::string literal_around(const std::string& t, size_t pos) {
+  size_t open = std::string::npos;
+  char q = 0;
+  bool in_block = false;  // quotes only count inside {{ }} and {% %}; text and {# comments #} are skipped
+  for (size_t i = 0; i < pos; ++i) {
+    const char c = t[i];
+    const char n = i + 1 < t.size() ? t[i + 1] : 0;
+    if (!in_block) {
+      if (c == '{' && n == '#') {
+        const size_t e = t.find("#}", i + 2);
+        if (e == std::string::npos || e >= pos) return "";
+        i = e + 1;
+      } else if (c == '{' && (n == '{' || n == '%')) {
+        in_block = true;
+        ++i;
+      }
+    } else if (q) {
+      if (c == '\\') ++i;
+      else if (c == q) q = 0;
+    } else if (c == '\'' || c == '"') {
+      q = c;
+      open = i;
+    } else if ((c == '}' || c == '%') && n == '}') {
+      in_block = false;
+      ++i;
+    }
+  }
+  if (!q) return "";
+  std::string v;
+  for (size_t i = open + 1; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == q) return v;
+    if (c == '\\' && i + 1 < t.size()) {
+      const char e = t[++i];
+      v += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+    } else {
+      v += c;
+    }
+  }
+  return "";
+}
+
+// A ChatML template's built-in system prompt: a literal "<|im_start|>system\n...<|im_end|>" whose text is fixed
+// (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging Face"; Qwen2: "You are a helpful
+// assistant."), emitted when the conversation does not start with a system message.
+std::string chatml_default_system(const std::string& t) {
+  const std::string head = "<|im_start|>system";
+  for (size_t p = t.find(head); p != std::string::npos; p = t.find(head, p + 1)) {
+    const std::string v = literal_around(t, p);
+    const std::string start = head + "\n", end = "<|im_end|>";
+    if (v.rfind(start, 0) != 0) continue;
+    const size_t e = v.find(end);
+    if (e == std::string::npos) continue;  // the literal stops after the header: content comes from a message
+    return v.substr(start.size(), e - start.size());
+  }
+  return "";
+}
+
+void check_alternates(const std::vector<ChatMessage>& m, size_t first, const std::string& origin) {
+  for (size_t i = first; i < m.size(); ++i)
+    LA_CHECK((m[i].role == "user") == ((i - first) % 2 == 0), origin,
+             ": conversation roles must alternate user/assistant/user/... after an optional system message");
+}
+
+std::string read_json_token(const nlohmann::json& cfg, const char* key) {
+  if (!cfg.contains(key)) return "";
+  const auto& v = cfg[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+std::string ChatTemplate::name() const {
+  switch (kind_) {
+    case Kind::ChatML: return "chatml";
+    case Kind::Llama3: return "llama3";
+    case Kind::Llama2: return "llama2";
+    case Kind::Mistral: return "mistral";
+  }
+  return "?";
+}
+
+ChatTemplate ChatTemplate::parse(const std::string& t, const std::string& bos, const std::string& eos,
+                                 const std::string& origin) {
+  ChatTemplate c;
+  c.bos_ = bos;
+  c.eos_ = eos;
+  c.origin_ = origin;
+  const char* hint = " (recognised: ChatML, Llama-3, Llama-2/Mistral [INST]); apply the template yourself and "
+                     "give token ids as \"prompt_ids\" in --input JSONL";
+  if (has(t, "<|im_start|>") && has(t, "<|im_end|>")) {
+    c.kind_ = Kind::ChatML;
+    c.default_system_ = chatml_default_system(t);
+  } else if (has(t, "<|start_header_id|>") && has(t, "<|eot_id|>")) {
+    LA_CHECK(!has(t, "Cutting Knowledge Date") && !has(t, "strftime_now") && !has(t, "date_string"), origin,
+             ": Llama-3.1+ chat template with a date/tools system preamble is not supported", hint);
+    c.kind_ = Kind::Llama3;
+    c.trim_ = has(t, "| trim") || has(t, "|trim") || has(t, ".strip()");  // Llama-3 trims; some derivatives do not
+  } else if (has(t, "[INST]") && has(t, "<<SYS>>")) {
+    c.kind_ = Kind::Llama2;
+  } else if (has(t, "[INST]") && !has(t, "system_message") && !has(t, "[AVAILABLE_TOOLS]") &&
+             !has(t, "' [INST] '")) {
+    c.kind_ = Kind::Mistral;  // Mistral-7B-Instruct-v0.1: no system role, "[INST] x [/INST]answer</s>"
+  } else {
+    fail(origin, ": chat template not recognised", hint);
+  }
+  if (c.kind_ != Kind::ChatML && has(t, "bos_token"))
+    LA_CHECK(!bos.empty(), origin, ": the ", c.name(), " chat template needs bos_token, which tokenizer_config.json lacks");
+  if ((c.kind_ == Kind::Llama2 || c.kind_ == Kind::Mistral) && has(t, "eos_token"))
+    LA_CHECK(!eos.empty(), origin, ": the ", c.name(), " chat template needs eos_token, which tokenizer_config.json lacks");
+  return c;
+}
+
+bool ChatTemplate::has_template(const std::string& dir) {
+  if (file_exists(dir + "/chat_template.jinja")) return true;
+  const std::string cfg = dir + "/tokenizer_config.json";
+  if (!file_exists(cfg)) return false;
+  try {
+    auto j = nlohmann::json::parse(read_file(cfg));
+    return j.is_object() && j.contains("chat_template") && !j["chat_template"].is_null();
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+ChatTemplate ChatTemplate::load(const std::string& dir) {
+  const std::string cfg_path = dir + "/tokenizer_config.json";
+  nlohmann::json cfg = nlohmann::json::object();
+  if (file_exists(cfg_path)) {
+    try {
+      cfg = nlohmann::json::parse(read_file(cfg_path));
+    } catch (const nlohmann::json::exception& e) {
+      fail(cfg_path, ": invalid JSON (", e.what(), ")");
+    }
+    LA_CHECK(cfg.is_object(), cfg_path, ": expected a JSON object");
+  }
+  std::string text, origin = cfg_path;
+  if (cfg.contains("chat_template") && !cfg["chat_template"].is_null()) {
+    const auto& ct = cfg["chat_template"];
+    if (ct.is_string()) {
+      text = ct.get<std::string>();
+    } else if (ct.is_array()) {
+      for (const auto& e : ct)
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+          text = e["template"].get<std::string>();
+      LA_CHECK(!text.empty(), cfg_path, ": \"chat_template\" is a list without a \"default\" entry");
+    } else {
+      fail(cfg_path, ": \"chat_template\" must be a string or a list of {\"name\", \"template\"}");
+    }
+  } else if (file_exists(dir + "/chat_template.jinja")) {
+    origin = dir + "/chat_template.jinja";
+    text = read_file(origin);
+  } else {
+    fail("model '", dir, "' has no chat template (no \"chat_template\" in tokenizer_config.json, no "
+         "chat_template.jinja): drop --chat and give the prompt text as it should be fed");
+  }
+  LA_CHECK(!strip(text).empty(), origin, ": the chat template is empty");
+  return parse(text, read_json_token(cfg, "bos_token"), read_json_token(cfg, "eos_token"), origin);
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& m, bool add_generation_prompt) const {
+  LA_CHECK(!m.empty(), "chat: no messages");
+  std::string out;
+  switch (kind_) {
+    case Kind::ChatML:
+      if (!default_system_.empty() && m[0].role != "system")
+        out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+      for (const auto& x : m) out += "<|im_start|>" + x.role + "\n" + x.content + "<|im_end|>\n";
+      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      break;
+    case Kind::Llama3:
+      out += bos_;
+      for (const auto& x : m)
+        out += "<|start_header_id|>" + x.role + "<|end_header_id|>\n\n" + (trim_ ? strip(x.content) : x.content) +
+               "<|eot_id|>";
+      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case Kind::Llama2: {  // the system message goes inside the first [INST]; add_generation_prompt is not used
+      const size_t first = m[0].role == "system" ? 1 : 0;
+      check_alternates(m, first, origin_);
+      for (size_t i = first; i < m.size(); ++i) {
+        std::string content = m[i].content;
+        if (i == first && first == 1) content = "<<SYS>>\n" + m[0].content + "\n<</SYS>>\n\n" + content;
+        if (m[i].role == "user") out += bos_ + "[INST] " + strip(content) + " [/INST]";
+        else out += " " + strip(content) + " " + eos_;
+      }
+      break;
+    }
+    case Kind::Mistral:
+      LA_CHECK(m[0].role != "system", origin_, ": this [INST] chat template has no system role");
+      check_alternates(m, 0, origin_);
+      out += bos_;
+      for (const auto& x : m) out += x.role == "user" ? "[INST] " + x.content + " [/INST]" : x.content + eos_;
+      break;
+  }
+  return out;
+}
+
+std::vector<ChatMessage> parse_chat_messages(const nlohmann::json& j, const std::string& where) {
+  LA_CHECK(j.is_array() && !j.empty(), where, ": \"messages\" must be a non-empty array of {\"role\", \"content\"}");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const auto& e = j[i];
+    LA_CHECK(e.is_object() && e.contains("role") && e["role"].is_string() && e.contains("content") &&
+                 e["content"].is_string(),
+             where, ": messages[", i, "] must be an object with string \"role\" and \"content\"");
+    ChatMessage msg{e["role"].get<std::string>(), e["content"].get<std::string>()};
+    LA_CHECK(msg.role == "system" || msg.role == "user" || msg.role == "assistant", where, ": messages[", i,
+             "] has role '", msg.role, "' (expected system, user or assistant)");
+    LA_CHECK(msg.role != "system" || i == 0, where, ": messages[", i, "]: a system message may only come first");
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+}  // namespace la

@@ -1,0 +1,168 @@
+// Chat templates rendered without Jinja equal transformers' renderings (fixtures made by
+// tests/scripts/chat_template_fixtures.py; test_chat_template_fixtures.sh checks they still match transformers),
+// and bad templates, configs and messages give clear errors. Also the bare-name model resolution.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lookahead/model/chat_template.h"
+#include "lookahead/model/model_path.h"
+#include "lookahead/util/files.h"
+#include "test_util.h"
+
+using namespace la;
+using nlohmann::json;
+
+namespace {
+
+json fixtures() { return json::parse(read_file(std::string(LA_SOURCE_DIR) + "/tests/core/data/chat_templates.json")); }
+
+std::vector<ChatMessage> msgs(const json& j) { return parse_chat_messages(j, "fixture"); }
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(ChatTemplate, EqualsTransformersOnEveryFixture) {
+  const json fx = fixtures();
+  int rendered = 0, refused = 0;
+  for (const auto& c : fx["cases"]) {
+    SCOPED_TRACE(c["template_name"].get<std::string>() + " " + c["messages"].dump() +
+                 (c["add_generation_prompt"].get<bool>() ? " +gen" : ""));
+    auto t = ChatTemplate::parse(c["template"], c["bos_token"], c["eos_token"], "fixture");
+    if (c.contains("expected")) {
+      EXPECT_EQ(t.render(msgs(c["messages"]), c["add_generation_prompt"]), c["expected"].get<std::string>());
+      ++rendered;
+    } else {
+      EXPECT_NE(error_of([&] { t.render(msgs(c["messages"]), c["add_generation_prompt"]); }), "");
+      ++refused;
+    }
+  }
+  EXPECT_GE(rendered, 70);
+  EXPECT_GE(refused, 4);
+}
+
+TEST(ChatTemplate, RecognisesFormatsAndDefaultSystemPrompt) {
+  const json fx = fixtures();
+  std::map<std::string, std::string> kinds;
+  for (const auto& c : fx["cases"]) {
+    auto t = ChatTemplate::parse(c["template"], c["bos_token"], c["eos_token"], "fixture");
+    kinds[c["template_name"]] = t.name();
+    if (c["template_name"] == "smollm2")
+      EXPECT_EQ(t.default_system(), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+    if (c["template_name"] == "qwen2") EXPECT_EQ(t.default_system(), "You are a helpful assistant.");
+    if (c["template_name"] == "chatml") EXPECT_EQ(t.default_system(), "");
+  }
+  EXPECT_EQ(kinds["smollm2"], "chatml");
+  EXPECT_EQ(kinds["llama3"], "llama3");
+  EXPECT_EQ(kinds["llama2"], "llama2");
+  EXPECT_EQ(kinds["mistral"], "mistral");
+}
+
+TEST(ChatTemplate, UnknownTemplateIsRefusedWithAHint) {
+  const std::string gemma =
+      "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\\n' + "
+      "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}";
+  const auto e = error_of([&] { ChatTemplate::parse(gemma, "<bos>", "<eos>", "cfg.json"); });
+  EXPECT_NE(e.find("cfg.json: chat template not recognised"), std::string::npos) << e;
+  EXPECT_NE(e.find("prompt_ids"), std::string::npos) << e;
+  const auto e31 = error_of([&] {
+    ChatTemplate::parse("{{- bos_token }}{{- \"Cutting Knowledge Date: December 2023\\n\" }}<|start_header_id|><|eot_id|>",
+                        "<|begin_of_text|>", "<|eot_id|>", "cfg.json");
+  });
+  EXPECT_NE(e31.find("Llama-3.1+"), std::string::npos) << e31;
+  const auto nobos = error_of([&] {
+    ChatTemplate::parse(fixtures()["cases"].back()["template"], "", "</s>", "cfg.json");  // mistral uses bos_token
+  });
+  EXPECT_NE(nobos.find("needs bos_token"), std::string::npos) << nobos;
+}
+
+TEST(ChatTemplate, LoadsFromTokenizerConfigOrJinjaFile) {
+  test::TempDir d;
+  const std::string smol = fixtures()["cases"][0]["template"];
+  const std::string dir = d.dir.string();
+  EXPECT_FALSE(ChatTemplate::has_template(dir));
+  auto e = error_of([&] { ChatTemplate::load(dir); });
+  EXPECT_NE(e.find("has no chat template"), std::string::npos) << e;
+
+  test::write_bytes(d.path("tokenizer_config.json"), json{{"bos_token", "<|im_start|>"}}.dump());
+  e = error_of([&] { ChatTemplate::load(dir); });
+  EXPECT_NE(e.find("has no chat template"), std::string::npos) << e;
+
+  test::write_bytes(d.path("tokenizer_config.json"), json{{"chat_template", smol}}.dump());
+  EXPECT_TRUE(ChatTemplate::has_template(dir));
+  EXPECT_EQ(ChatTemplate::load(dir).name(), "chatml");
+
+  json list = json::array({{{"name", "tool_use"}, {"template", "x"}}, {{"name", "default"}, {"template", smol}}});
+  test::write_bytes(d.path("tokenizer_config.json"), json{{"chat_template", list}}.dump());
+  EXPECT_EQ(ChatTemplate::load(dir).default_system(),
+            "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+
+  list.erase(1);
+  test::write_bytes(d.path("tokenizer_config.json"), json{{"chat_template", list}}.dump());
+  e = error_of([&] { ChatTemplate::load(dir); });
+  EXPECT_NE(e.find("without a \"default\" entry"), std::string::npos) << e;
+
+  test::write_bytes(d.path("tokenizer_config.json"), json{{"chat_template", 42}}.dump());
+  e = error_of([&] { ChatTemplate::load(dir); });
+  EXPECT_NE(e.find("must be a string or a list"), std::string::npos) << e;
+
+  test::write_bytes(d.path("tokenizer_config.json"), "{\"chat_template\": \"abc");
+  e = error_of([&] { ChatTemplate::load(dir); });
+  EXPECT_NE(e.find("invalid JSON"), std::string::npos) << e;
+
+  test::write_bytes(d.path("tokenizer_config.json"), "{}");
+  test::write_bytes(d.path("chat_template.jinja"), "{{ messages }} something else");
+  e = error_of([&] { ChatTemplate::load(dir); });
+  EXPECT_NE(e.find("chat_template.jinja: chat template not recognised"), std::string::npos) << e;
+  test::write_bytes(d.path("chat_template.jinja"), smol);
+  EXPECT_EQ(ChatTemplate::load(dir).name(), "chatml");
+}
+
+TEST(ChatTemplate, MessagesAreValidated) {
+  EXPECT_NE(error_of([] { parse_chat_messages(json::array(), "x.jsonl:3"); }).find("x.jsonl:3: \"messages\" must be a non-empty"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_chat_messages(json::object(), "w"); }).find("non-empty array"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_chat_messages(json::parse(R"([{"role":"user"}])"), "w"); }).find("messages[0] must be"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_chat_messages(json::parse(R"([{"role":"user","content":5}])"), "w"); })
+                .find("string \"role\" and \"content\""),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_chat_messages(json::parse(R"([{"role":"robot","content":"x"}])"), "w"); })
+                .find("role 'robot'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_chat_messages(json::parse(R"([{"role":"user","content":"x"},{"role":"system","content":"y"}])"), "w");
+            }).find("may only come first"),
+            std::string::npos);
+  EXPECT_EQ(parse_chat_messages(json::parse(R"([{"role":"user","content":"x","name":"n"}])"), "w").size(), 1u);
+}
+
+TEST(ModelPath, BareNameResolvesToTheCache) {
+  test::TempDir d;
+  const char* old = getenv("LOOKAHEAD_DEPS");
+  const std::string saved = old ? old : "";
+  setenv("LOOKAHEAD_DEPS", d.dir.string().c_str(), 1);
+  std::filesystem::create_directories(d.dir / "models" / "Tiny");
+  EXPECT_EQ(models_cache_dir(), d.path("models"));
+  EXPECT_EQ(resolve_model_path("Tiny"), d.path("models") + "/Tiny");
+  EXPECT_EQ(resolve_model_path("random:tiny-gqa"), "random:tiny-gqa");
+  EXPECT_EQ(resolve_model_path(d.dir.string()), d.dir.string());  // an existing directory is used as is
+  EXPECT_EQ(resolve_model_path("no/such/dir"), "no/such/dir");     // a path: the loader names it
+  const auto e = error_of([] { resolve_model_path("Missing-Model", "--draft-model"); });
+  EXPECT_NE(e.find("--draft-model 'Missing-Model' not found"), std::string::npos) << e;
+  EXPECT_NE(e.find(d.path("models") + "/Missing-Model"), std::string::npos) << e;
+  EXPECT_NE(e.find("holds: Tiny"), std::string::npos) << e;
+  if (old) setenv("LOOKAHEAD_DEPS", saved.c_str(), 1);
+  else unsetenv("LOOKAHEAD_DEPS");
+}
