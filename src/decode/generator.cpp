@@ -27,6 +27,8 @@ void RequestStats::add(const RequestStats& o) {
   forward_s += o.forward_s;
   verify_s += o.verify_s;
   commit_s += o.commit_s;
+  adaptive = adaptive || o.adaptive;
+  budgets.add(o.budgets);
 }
 
 void check_fits(const ModelConfig& cfg, size_t prompt_tokens, int max_new_tokens) {
@@ -56,12 +58,21 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   strategy_.begin_request(prompt);
   const int max_new = gp.max_new_tokens > 0 ? gp.max_new_tokens : cfg_.max_positions + 1 - int(prompt.size());
   StepPlan plan;
+  st.adaptive = controller_ != nullptr;
+  if (!controller_) strategy_.set_draft_budget(-1);
   bool done = max_new <= 0;
   if (done) st.finish_reason = "length";
   while (!done) {
     const int root_pos = static_cast<int>(seq.size()) - 1;
     const int max_depth = cfg_.max_positions - 1 - root_pos;
     const auto t0 = Clock::now();
+    if (controller_) {
+      const int b = controller_->choose();
+      ++st.budgets.steps;
+      ++st.budgets.budget_hist[b];
+      if (b == 0) ++st.budgets.plain_steps;
+      if (controller_->last_was_probe()) ++st.budgets.probe_steps;
+    }
     strategy_.plan(seq, max_depth, plan);
     plan.validate();
     LA_CHECK(plan.tokens[0] == seq.back(), "strategy ", strategy_.name(), ": plan root is not the last token");
@@ -84,6 +95,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
     const auto t3 = Clock::now();
     strategy_.update(before, plan, results, v);
     const auto t4 = Clock::now();
+    if (controller_) controller_->observe(plan, v, secs(t0, t1) + secs(t2, t4));
     st.steps++;
     st.draft_tokens += plan.num_draft();
     st.lookahead_tokens += plan.num_lookahead();
