@@ -33,6 +33,8 @@ DraftController::DraftController(Strategy& strategy, const StepCostModel& cost, 
   LA_CHECK(model_.ladder().back() == std::max(0, strategy.max_draft_budget()),
            "draft controller: the ladder of ", strategy.name(), " does not end at its largest budget");
   LA_CHECK(opt_.probe_every >= 1 && opt_.warmup_steps >= 0, "draft controller: bad options");
+  ctx_.assign(std::max(1, strategy.draft_contexts()), model_);
+  since_probe_.assign(ctx_.size(), 0);
   host_s_.assign(model_.levels(), 0.0);
   host_seen_.assign(model_.levels(), 0);
 }
@@ -49,8 +51,24 @@ double DraftController::step_cost(int level, double nodes) const {
   return cost_.step_seconds(1 + nodes + s_.lookahead_nodes(b)) + host(level);
 }
 
+// A context's estimate: its own decayed sums plus `context_prior` steps of the strategy-wide mean; levels the
+// context never planned take the strategy-wide estimate.
+double DraftController::expected_accepted(int level) const {
+  const auto& c = ctx_[context_];
+  const double k = opt_.context_prior;
+  if (c.weight(level) <= 0) return model_.expected_accepted(level);
+  return (c.sum_accepted(level) + k * model_.expected_accepted(level)) / (c.weight(level) + k);
+}
+
+double DraftController::expected_nodes(int level) const {
+  const auto& c = ctx_[context_];
+  const double k = opt_.context_prior;
+  if (c.weight(level) <= 0) return model_.expected_nodes(level);
+  return (c.sum_nodes(level) + k * model_.expected_nodes(level)) / (c.weight(level) + k);
+}
+
 double DraftController::score(int level) const {
-  return (1 + model_.expected_accepted(level)) / step_cost(level, model_.expected_nodes(level));
+  return (1 + expected_accepted(level)) / step_cost(level, expected_nodes(level));
 }
 
 bool DraftController::could_pay(int level) const {
@@ -58,7 +76,8 @@ bool DraftController::could_pay(int level) const {
   return level > 0 && (1.0 + b) / step_cost(level, b) > score(0);
 }
 
-int DraftController::choose() {
+int DraftController::choose(int context) {
+  context_ = std::clamp(context, 0, static_cast<int>(ctx_.size()) - 1);
   const int top = model_.levels() - 1;
   probe_ = false;
   int pick = 0;
@@ -75,15 +94,15 @@ int DraftController::choose() {
           best = std::max(best, sc);
         }
       }
-      if (pick < top && ++since_probe_ >= opt_.probe_every) {
-        since_probe_ = 0;
+      if (pick < top && ++since_probe_[context_] >= opt_.probe_every) {
+        since_probe_[context_] = 0;
         if (could_pay(pick + 1)) {
           ++pick;
           probe_ = true;
           ++counters_.probe_steps;
         }
       }
-      if (pick == top) since_probe_ = 0;
+      if (pick == top) since_probe_[context_] = 0;
     }
   }
   level_ = pick;
@@ -109,6 +128,7 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   }
   accepted_by_budget(model_.ladder(), level_, path_ranks_, r, acc_, nodes_);
   model_.observe(level_, acc_, nodes_);
+  if (ctx_.size() > 1) ctx_[context_].observe(level_, acc_, nodes_);
   if (host_seconds >= 0) {
     host_s_[level_] = host_seen_[level_] ? host_s_[level_] + 0.1 * (host_seconds - host_s_[level_]) : host_seconds;
     host_seen_[level_] = 1;

@@ -67,7 +67,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
     const int max_depth = cfg_.max_positions - 1 - root_pos;
     const auto t0 = Clock::now();
     if (controller_) {
-      const int b = controller_->choose();
+      const int b = controller_->choose(strategy_.draft_context(seq));
       ++st.budgets.steps;
       ++st.budgets.budget_hist[b];
       if (b == 0) ++st.budgets.plain_steps;

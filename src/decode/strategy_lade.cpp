@@ -90,6 +90,13 @@ class LadeStrategy final : public Strategy {
   // from, so it shrinks and grows with them, in the fixed W:G proportion of the upper bounds.
   int max_draft_budget() const override { return G_ * (N_ - 1); }
   std::vector<int> draft_ladder() const override { return geometric_ladder(max_draft_budget(), N_ - 1); }
+  // Context: n-grams the pool holds for the root (0, 1, 2, 3+): none means only the window would run.
+  int draft_contexts() const override { return 4; }
+  int draft_context(const std::vector<int32_t>& seq) override {
+    if (G_ <= 0 || seq.empty()) return 0;
+    scratch_.clear();
+    return std::min(3, pool_.lookup_into(seq.back(), std::min(G_, 3), scratch_));
+  }
   int lookahead_nodes(int budget) const override {
     return window_columns(std::min(budget, max_draft_budget())) * (N_ - 1);  // levels once warmed up
   }
@@ -105,7 +112,7 @@ class LadeStrategy final : public Strategy {
   NgramPool pool_;
   std::vector<std::vector<int32_t>> levels_;
   std::vector<std::vector<int32_t>> idx_;
-  std::vector<int32_t> fresh_;
+  std::vector<int32_t> fresh_, scratch_;
 
   int window_columns(int budget) const {
     if (budget <= 0 || G_ <= 0) return 0;

@@ -44,6 +44,12 @@ class PromptLookupStrategy : public Strategy {
 
   // A shorter proposal is a prefix of the longer one (same match, fewer tokens).
   int max_draft_budget() const override { return num_tokens_; }
+  // Context: the suffix length that matches (0: nothing to propose), capped at 4.
+  int draft_contexts() const override { return 5; }
+  int draft_context(const std::vector<int32_t>& seq) override {
+    if (num_tokens_ <= 0 || seq.empty()) return 0;
+    return index_.propose(seq, 1).empty() ? 0 : std::min(4, index_.last_match_length());
+  }
 
   std::map<std::string, double> counters() const override {
     return {{"pl_steps", static_cast<double>(steps_)},

@@ -189,6 +189,36 @@ TEST(DraftController, FallsBackToPlainAndNoticesWhenDraftsPayAgain) {
   EXPECT_EQ(c.last_budget(), 8);
 }
 
+// Two context classes (like prompt lookup with and without a match): drafts pay only in class 1.
+class TwoContextStrategy : public ChainStrategy {
+ public:
+  TwoContextStrategy() : ChainStrategy(8) {}
+  int draft_contexts() const override { return 2; }
+  int draft_context(const std::vector<int32_t>& seq) override { return seq.size() % 2; }
+};
+
+TEST(DraftController, StatisticsPerContextClass) {
+  TwoContextStrategy s;
+  StepCostModel cost(affine(1e-3, 1e-4));
+  DraftController c(s, cost, no_host());
+  std::vector<int32_t> seq{1};
+  StepPlan plan;
+  std::map<int, std::map<int, int>> chosen;  // context -> budget -> steps (last 200 steps)
+  for (int i = 0; i < 600; ++i) {
+    seq.push_back(i);
+    const int ctx = s.draft_context(seq);
+    const int b = c.choose(ctx);
+    s.plan(seq, 1000, plan);
+    Verdict v;
+    v.path.push_back(0);
+    for (int k = 1; k < plan.size() && ctx == 1; ++k) v.path.push_back(k);  // class 1 accepts everything
+    c.observe(plan, v, 0.0);
+    if (i >= 400) chosen[ctx][b]++;
+  }
+  EXPECT_GE(chosen[0][0], 90);  // class 0: plain (probes aside)
+  EXPECT_GE(chosen[1][8], 90);  // class 1: the largest budget
+}
+
 TEST(DraftController, HostOverheadOfALevelCounts) {
   // A budget whose drafting costs 10 ms of host time (a draft model) is abandoned for plain steps.
   ChainStrategy s(4);

@@ -33,8 +33,10 @@ class AcceptanceModel {
   // Expected accepted draft tokens / draft nodes held at a level.
   double expected_accepted(int level) const;
   double expected_nodes(int level) const;
-  // Decayed observation weight of a level (0: never observed).
+  // Decayed observation weight of a level (0: never observed), and its decayed sum of accepted tokens / nodes.
   double weight(int level) const { return n_[level]; }
+  double sum_accepted(int level) const { return acc_[level]; }
+  double sum_nodes(int level) const { return nodes_[level]; }
 
  private:
   int observed_below(int level) const;  // highest observed level <= level, or -1

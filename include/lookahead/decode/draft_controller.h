@@ -14,6 +14,10 @@
 // level up is planned once (a probe). A level is only ever planned (by warm-up, choice or probe) if it could pay
 // when every draft token were accepted: (1 + b) / cost(b) > score(0). So with a cost that grows faster than the
 // tokens a draft can yield, not one draft step is made; with a flat cost, the largest budget always wins.
+// Contexts: the strategy classifies each coming step (Strategy::draft_context: prompt lookup's match length, the
+// LADE pool's candidates for the root) and the acceptance statistics are kept per class, shrunk toward the
+// strategy-wide statistics with a weight of `context_prior` steps, so a class seen rarely borrows the overall
+// behaviour and a class seen often (no match: nothing to draft) gets its own choice.
 // Warm-up: the strategy's first `warmup_steps` steps (the controller lives as long as the strategy, across
 // requests) plan the largest budget, measuring every level at once.
 //
@@ -37,6 +41,7 @@ struct AdaptiveOptions {
   double decay = 1.0 / 64;      // acceptance statistics: weight lost per observation
   bool host_overhead = true;    // add measured host time per level to the step cost
   double prefer_larger = 0.01;  // relative score margin within which the larger budget wins
+  double context_prior = 2;     // weight (steps) of the strategy-wide statistics in a context's estimate
 };
 
 struct AdaptiveCounters {
@@ -49,16 +54,18 @@ class DraftController {
  public:
   // `strategy` and `cost` must outlive the controller.
   DraftController(Strategy& strategy, const StepCostModel& cost, AdaptiveOptions opt = {});
-  // Chooses the budget of the next step and sets it on the strategy; returns it.
-  int choose();
+  // Chooses the budget of the next step (whose context class the strategy gave) and sets it on the strategy.
+  int choose(int context = 0);
   // The step planned after the last choose(): the plan run and its verdict (as verified, before eos/length cuts),
   // and the host seconds of the step outside the forward.
   void observe(const StepPlan& plan, const Verdict& verdict, double host_seconds);
-  // Predicted tokens per second of a ladder level (tests, logs).
+  // Predicted tokens per second of a ladder level in the current context (tests, logs).
   double score(int level) const;
   bool could_pay(int level) const;
   const std::vector<int>& ladder() const { return model_.ladder(); }
   const AcceptanceModel& acceptance() const { return model_; }
+  double expected_accepted(int level) const;  // in the current context
+  double expected_nodes(int level) const;
   const AdaptiveCounters& counters() const { return counters_; }
   int last_budget() const { return model_.ladder()[level_]; }
   bool last_was_probe() const { return probe_; }
@@ -70,12 +77,14 @@ class DraftController {
   Strategy& s_;
   const StepCostModel& cost_;
   AdaptiveOptions opt_;
-  AcceptanceModel model_;
+  AcceptanceModel model_;                // every step
+  std::vector<AcceptanceModel> ctx_;     // per context class
+  int context_ = 0;
   std::vector<double> host_s_;
   std::vector<uint8_t> host_seen_;
   int level_ = 0;
   bool probe_ = false;
-  int64_t since_probe_ = 0;
+  std::vector<int64_t> since_probe_;  // per context class
   AdaptiveCounters counters_;
   std::vector<int> rank_, path_ranks_, acc_, nodes_;  // scratch, reused every step
 };

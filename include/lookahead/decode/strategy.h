@@ -43,6 +43,11 @@ class Strategy {
   virtual std::vector<int> draft_ladder() const { return geometric_ladder(max_draft_budget()); }
   // Non-verify (lookahead) nodes a plan at this budget adds (LADE's window); they cost but never yield.
   virtual int lookahead_nodes(int budget) const { (void)budget; return 0; }
+  // What the strategy sees of the coming step before planning it, as a class in [0, draft_contexts()) (prompt
+  // lookup: the length of the suffix that matched; LADE: how many n-grams the pool holds for the root). The
+  // acceptance statistics are kept per class, so a step with a long match can draft while one without does not.
+  virtual int draft_contexts() const { return 1; }
+  virtual int draft_context(const std::vector<int32_t>& seq) { (void)seq; return 0; }
   void set_draft_budget(int budget) { budget_ = budget; }
   int draft_budget() const { return budget_; }
 
