@@ -51,21 +51,16 @@ double DraftController::step_cost(int level, double nodes) const {
   return cost_.step_seconds(1 + nodes + s_.lookahead_nodes(b)) + host(level);
 }
 
-// A context's estimate: its own decayed sums plus `context_prior` steps of the strategy-wide mean; levels the
-// context never planned take the strategy-wide estimate.
-double DraftController::expected_accepted(int level) const {
+// A context class seen before uses its own statistics (levels it never planned borrow its nearest planned level
+// below, like any AcceptanceModel); a class never seen uses the strategy-wide ones.
+const AcceptanceModel& DraftController::current() const {
   const auto& c = ctx_[context_];
-  const double k = opt_.context_prior;
-  if (c.weight(level) <= 0) return model_.expected_accepted(level);
-  return (c.sum_accepted(level) + k * model_.expected_accepted(level)) / (c.weight(level) + k);
+  return c.weight(0) > 0 ? c : model_;
 }
 
-double DraftController::expected_nodes(int level) const {
-  const auto& c = ctx_[context_];
-  const double k = opt_.context_prior;
-  if (c.weight(level) <= 0) return model_.expected_nodes(level);
-  return (c.sum_nodes(level) + k * model_.expected_nodes(level)) / (c.weight(level) + k);
-}
+double DraftController::expected_accepted(int level) const { return current().expected_accepted(level); }
+
+double DraftController::expected_nodes(int level) const { return current().expected_nodes(level); }
 
 double DraftController::score(int level) const {
   return (1 + expected_accepted(level)) / step_cost(level, expected_nodes(level));

@@ -15,9 +15,9 @@
 // when every draft token were accepted: (1 + b) / cost(b) > score(0). So with a cost that grows faster than the
 // tokens a draft can yield, not one draft step is made; with a flat cost, the largest budget always wins.
 // Contexts: the strategy classifies each coming step (Strategy::draft_context: prompt lookup's match length, the
-// LADE pool's candidates for the root) and the acceptance statistics are kept per class, shrunk toward the
-// strategy-wide statistics with a weight of `context_prior` steps, so a class seen rarely borrows the overall
-// behaviour and a class seen often (no match: nothing to draft) gets its own choice.
+// LADE pool's candidates for the root) and the acceptance statistics are kept per class as well as strategy-wide:
+// a class seen before is judged on its own statistics (no match: plain steps, a long match: a long draft), a
+// class never seen on the strategy-wide ones.
 // Warm-up: the strategy's first `warmup_steps` steps (the controller lives as long as the strategy, across
 // requests) plan the largest budget, measuring every level at once.
 //
@@ -41,7 +41,6 @@ struct AdaptiveOptions {
   double decay = 1.0 / 64;      // acceptance statistics: weight lost per observation
   bool host_overhead = true;    // add measured host time per level to the step cost
   double prefer_larger = 0.01;  // relative score margin within which the larger budget wins
-  double context_prior = 2;     // weight (steps) of the strategy-wide statistics in a context's estimate
 };
 
 struct AdaptiveCounters {
@@ -72,6 +71,7 @@ class DraftController {
 
  private:
   double step_cost(int level, double nodes) const;
+  const AcceptanceModel& current() const;  // the statistics for the current context class
   double host(int level) const;
 
   Strategy& s_;
