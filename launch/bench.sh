@@ -7,7 +7,9 @@
 #   launch/bench.sh                      # CPU, fp32
 #   launch/bench.sh --device cuda        # same on a GPU; add `--forward` for forward cost vs step size
 # Env: N_STORIES (20), N_OTHER (10), MAX_NEW (96), ROUNDS (3), MODELS / SETS (comma lists to restrict),
-#      OUROBOROS=1 (add the slow Ouroboros rows), BENCH_MODELS="label=path,..." (more models, e.g. SmolLM2).
+#      OUROBOROS=1 (add the slow Ouroboros rows), BENCH_MODELS="label=path,..." (more models, e.g. SmolLM2),
+#      METRIC=cpu (default: tokens per CPU-second of the decoding thread, --threads 1; robust on a shared machine)
+#      or wall (tokens per wall-clock second; a quiet machine).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/launch/setup.sh" >/dev/null 2>&1 || "$ROOT/launch/setup.sh"

@@ -1,7 +1,8 @@
 """Body of launch/bench.sh: every strategy, fixed (--adaptive off) and adaptive (--adaptive on, rows "+a"), on the
 shared models and four prompt sets, one table.
 
-Timings on a shared machine are noisy, so the runs are interleaved: ROUNDS rounds, each running every strategy of a
+Timings on a shared machine are noisy, so tokens/s is per CPU-second of the decoding thread by default (METRIC=cpu,
+with --threads 1; METRIC=wall for wall-clock seconds on a quiet machine) and the runs are interleaved: ROUNDS rounds, each running every strategy of a
 (model, prompt set) block once in turn; a strategy's ratio to plain decoding is the median over rounds of
 (its tokens/s / plain decoding's tokens/s in the same round), and tok/s is the median tokens/s.
 Models: stories260K and llama2xs (llama2xs has 256 positions: only the short prompt sets), plus any
@@ -13,6 +14,12 @@ from bench_lib import prompts_file, run
 shared, n_st, n_other, max_new = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 extra = sys.argv[5:]
 rounds = int(os.environ.get("ROUNDS", "3"))
+# cpu: tokens per CPU-second of the decoding thread (stats cpu_s; needs --threads 1, one compute thread): the time
+# other processes take the core is not counted, so a machine shared with builds still gives stable ratios.
+# wall: tokens per wall-clock second of decoding (a quiet machine).
+metric = os.environ.get("METRIC", "cpu")
+if metric == "cpu" and "--threads" not in extra:
+    extra = list(extra) + ["--threads", "1"]
 tmp = tempfile.mkdtemp(prefix="la-bench-")
 models = [("stories260K", os.path.join(shared, "models/stories260K"), 512),
           ("llama2xs", os.path.join(shared, "models/llama2xs"), 256)]
@@ -34,7 +41,8 @@ if os.environ.get("OUROBOROS") == "1":  # slow on CPU: the draft model is as lar
     dm = ["--draft-model", os.path.join(shared, "models/llama2xs")]
     strategies += [("ouroboros", "ouroboros", dm + OFF), ("ouroboros+a", "ouroboros", dm + ON)]
 
-print(f"rounds {rounds} (interleaved), {max_new} new tokens, greedy; {' '.join(extra) or 'cpu fp32'}")
+print(f"rounds {rounds} (interleaved), {max_new} new tokens, greedy; tok/s per {metric} second of decoding; "
+      f"{' '.join(extra) or 'cpu fp32'}")
 print(f"{'model':12s} {'prompts':13s} {'strategy':16s} {'S':>5s} {'tok/s':>8s} {'x AR':>5s} {'x fixed':>7s} "
       f"{'tok/step':>8s} {'plain%':>6s} {'budgets (chosen: steps%)':40s} lossless")
 for mname, mpath, ctx in models:
@@ -57,7 +65,8 @@ for mname, mpath, ctx in models:
                     failed.add(s)
                     continue
                 a = st["aggregate"]
-                tps = a["new_tokens"] / max(1e-9, a["seconds"] - a["prefill_s"])
+                dec = a["cpu_s"] if metric == "cpu" and "cpu_s" in a else a["seconds"] - a["prefill_s"]
+                tps = a["new_tokens"] / max(1e-9, dec)
                 if s == "ar":
                     base_ids = ids
                 res[s].append((tps, st, ids))

@@ -50,6 +50,7 @@ json stats_json(const RequestStats& s) {
           {"forward_s", s.forward_s},
           {"verify_s", s.verify_s},
           {"commit_s", s.commit_s},
+          {"cpu_s", s.cpu_s},
           {"tokens_per_s", s.tokens_per_s()}};
 }
 

@@ -1,5 +1,7 @@
 #include "lookahead/decode/generator.h"
 
+#include <time.h>
+
 #include <chrono>
 
 #include "lookahead/util/error.h"
@@ -8,6 +10,11 @@ namespace la {
 namespace {
 using Clock = std::chrono::steady_clock;
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 }  // namespace
 
 double RequestStats::mean_accepted() const { return steps ? double(new_tokens - steps) / steps : 0.0; }
@@ -27,6 +34,7 @@ void RequestStats::add(const RequestStats& o) {
   forward_s += o.forward_s;
   verify_s += o.verify_s;
   commit_s += o.commit_s;
+  cpu_s += o.cpu_s;
   adaptive = adaptive || o.adaptive;
   budgets.add(o.budgets);
 }
@@ -56,6 +64,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   const auto t_prefill = Clock::now();
   st.prefill_s = secs(t_start, t_prefill);
   strategy_.begin_request(prompt);
+  const double cpu0 = thread_cpu_s();
   const int max_new = gp.max_new_tokens > 0 ? gp.max_new_tokens : cfg_.max_positions + 1 - int(prompt.size());
   StepPlan plan;
   st.adaptive = controller_ != nullptr;
@@ -112,6 +121,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   exec_.end();
   st.new_tokens = static_cast<int>(r.ids.size());
   st.seconds = secs(t_start, Clock::now());
+  st.cpu_s = thread_cpu_s() - cpu0;
   return r;
 }
 

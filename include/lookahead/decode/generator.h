@@ -27,6 +27,9 @@ struct RequestStats {
   int64_t step_tokens = 0;       // plan nodes (root included), summed over steps
   std::vector<int64_t> accept_hist;  // accept_hist[k]: steps that produced k new tokens
   double seconds = 0, prefill_s = 0, draft_s = 0, forward_s = 0, verify_s = 0, commit_s = 0;
+  // CPU time of the calling thread while decoding (prefill excluded). With one compute thread (--threads 1) it
+  // is the decode time without the time other processes took the core: benchmarks on a shared machine use it.
+  double cpu_s = 0;
   std::string finish_reason;     // eos | length
   bool adaptive = false;         // a DraftController chose the draft budgets
   AdaptiveCounters budgets;      // adaptive: chosen budgets (histogram), plain fallbacks, probes
