@@ -38,7 +38,11 @@ double ForwardCostModel::seconds(double tokens) const {
   const auto [i, w] = locate(buckets_, tokens);
   if (buckets_.size() == 1) return secs_[0] * std::max(1.0, tokens / buckets_[0]);
   const double v = secs_[i] + w * (secs_[i + 1] - secs_[i]);
-  return std::max(v, 1e-9);
+  // A forward of more tokens never costs less than one of fewer: noisy buckets (a preempted calibration forward)
+  // must not make a draft look cheaper than a plain step.
+  double floor = 0;
+  for (size_t j = 0; j <= i && j < secs_.size(); ++j) floor = std::max(floor, secs_[j]);
+  return std::max({v, floor, 1e-9});
 }
 
 void ForwardCostModel::observe(int tokens, double seconds) {

@@ -82,9 +82,14 @@ int DraftController::choose(int context) {
       ++counters_.warmup_steps;
     } else {
       double best = score(0);
+      const double plain_cost = step_cost(0, 0);
       for (int l = 1; l <= top; ++l) {
         const double sc = score(l);
-        if (sc >= best * (1 - opt_.prefer_larger) && could_pay(l)) {
+        // Over a plain step, a draft that costs more must win by min_gain (estimates are noisy; a plain step is
+        // the safe default); among drafts, a larger one within prefer_larger wins.
+        const bool costlier = step_cost(l, expected_nodes(l)) > plain_cost * (1 + 1e-9);
+        const bool ok = pick == 0 && costlier ? sc > best * (1 + opt_.min_gain) : sc >= best * (1 - opt_.prefer_larger);
+        if (ok && could_pay(l)) {
           pick = l;
           best = std::max(best, sc);
         }

@@ -35,8 +35,13 @@ TEST(CostModel, ObservationsMoveTheNeighbouringBucketsOnly) {
   auto f = affine(1e-3, 0, 64);
   for (int i = 0; i < 200; ++i) f.observe(8, 2e-3);  // bucket 8 became twice as slow
   EXPECT_NEAR(f.seconds(8), 2e-3, 2e-5);
-  EXPECT_NEAR(f.seconds(64), 1e-3, 1e-12);  // far buckets untouched
+  EXPECT_NEAR(f.bucket_seconds(6), 1e-3, 1e-12);  // far buckets untouched (bucket 64)
   EXPECT_NEAR(f.seconds(1), 1e-3, 1e-12);
+  // Reads never decrease with T: bucket 64 is floored by the slower bucket 8.
+  EXPECT_NEAR(f.seconds(64), f.seconds(8), 1e-12);
+  auto fast = affine(1e-3, 0, 64);
+  fast.set(2, 0.5e-3);  // a noisy bucket cheaper than a one-token forward
+  EXPECT_NEAR(fast.seconds(2), 1e-3, 1e-12);
   // Between buckets 8 and 16 the update is split by the interpolation weights.
   auto g = affine(1e-3, 0, 64);
   for (int i = 0; i < 400; ++i) g.observe(12, 3e-3);

@@ -6,6 +6,8 @@
 // * Per-replica forward time f(T) is stored at buckets T = 1, 2, 4, ..., 256 (the sizes the GPU path pads step
 //   graphs to, and enough resolution for the CPU, where f is close to affine between powers of two) and read
 //   piecewise-linearly between buckets; beyond the last bucket it is extrapolated with the last segment's slope.
+//   Reads are floored by every smaller bucket (the cost never decreases with T), so one noisy bucket cannot make
+//   a larger plan look cheaper than a smaller one.
 //   A parametric fit (a + bT) would miss the knees measured here (README: 16 -> 64 tokens is flat-ish, 64 -> 128
 //   triples) and a GPU's plateau.
 // * Calibration (cost_calibration.h) sets the buckets from a few timed forwards at load. After that every real
@@ -32,6 +34,8 @@ class ForwardCostModel {
   const std::vector<int>& buckets() const { return buckets_; }
   // Sets a bucket's time (calibration, tests). `bucket` must be one of buckets().
   void set(int bucket, double seconds);
+  // The stored time of bucket i (before the monotone floor).
+  double bucket_seconds(size_t i) const { return secs_[i]; }
   // Predicted seconds of a forward of `tokens` (>= 1; fractional values interpolate).
   double seconds(double tokens) const;
   // A measured forward of `tokens` took `seconds`: moves the model toward it (unless frozen).

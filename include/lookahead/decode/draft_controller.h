@@ -9,7 +9,8 @@
 // level has not run yet. Budget 0 is a plain step (score 1 / cost(1)).
 //
 // Choice: the level with the best score; a larger level within `prefer_larger` of the best wins (it also measures
-// every level below it). Exploration, so that a strategy that starts paying again is noticed and so that levels
+// every level below it), but a draft that costs more than a plain step must beat it by `min_gain` (3%): the
+// estimates are noisy and a plain step is the safe default. Exploration, so that a strategy that starts paying again is noticed and so that levels
 // above the current choice get measured: every `probe_every` steps without planning above the choice, the next
 // level up is planned once (a probe). A level is only ever planned (by warm-up, choice or probe) if it could pay
 // when every draft token were accepted: (1 + b) / cost(b) > score(0). So with a cost that grows faster than the
@@ -41,6 +42,7 @@ struct AdaptiveOptions {
   double decay = 1.0 / 64;      // acceptance statistics: weight lost per observation
   bool host_overhead = true;    // add measured host time per level to the step cost
   double prefer_larger = 0.01;  // relative score margin within which the larger budget wins
+  double min_gain = 0.03;       // a draft costlier than a plain step must beat it by this relative margin
 };
 
 struct AdaptiveCounters {
