@@ -23,6 +23,7 @@
 //   the time of one rank's: the controller sees cheaper big plans and grows them.
 // * freeze() stops updates: tests force extreme shapes (flat, steep) that no timing can move.
 #pragma once
+#include <cstddef>
 #include <vector>
 
 namespace la {
