@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Every strategy on the shared models, on the TinyStories prompts and one other prompt set (short GSM8K questions),
-# in ONE run: step compression S (tokens per forward), mean accepted draft tokens per step, tokens/s, the ratio to
-# plain decoding measured in the same run, and the per-step CPU cost of drafting and of verification (us).
+# Every strategy, fixed (--adaptive off) and adaptive ("+a" rows, --adaptive on), on the shared models and four prompt
+# sets (TinyStories, short GSM8K questions, short HumanEval prompts, CNN/DailyMail articles cut to 600 characters),
+# in ONE run with interleaved rounds: step compression S, tokens/s, the ratios to plain decoding and to the fixed
+# version measured round by round, plan tokens per step, the adaptive runs' plain-step share and chosen budgets.
 # Also checks every strategy's ids against plain decoding (lossless column).
 #   launch/bench.sh                      # CPU, fp32
 #   launch/bench.sh --device cuda        # same on a GPU; add `--forward` for forward cost vs step size
-# Env: N_STORIES (20), N_OTHER (10), MAX_NEW (96).
+# Env: N_STORIES (20), N_OTHER (10), MAX_NEW (96), ROUNDS (3), MODELS / SETS (comma lists to restrict),
+#      OUROBOROS=1 (add the slow Ouroboros rows), BENCH_MODELS="label=path,..." (more models, e.g. SmolLM2),
+#      METRIC=cpu (default: tokens per CPU-second of the decoding thread, --threads 1; robust on a shared machine)
+#      or wall (tokens per wall-clock second; a quiet machine).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/launch/setup.sh" >/dev/null 2>&1 || "$ROOT/launch/setup.sh"

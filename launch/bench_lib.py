@@ -4,7 +4,7 @@ import json, os, subprocess, sys, tempfile
 BIN = os.environ.get("LOOKAHEAD_BIN", os.path.join(os.path.dirname(__file__), "..", "build", "lookahead"))
 
 
-def prompts_file(dataset, n, out_dir, shared):
+def prompts_file(dataset, n, out_dir, shared, max_chars=600):
     """Writes n prompts of a shared dataset as {"id","prompt"} JSONL; returns its path."""
     recs = []
     if dataset == "tinystories":
@@ -18,6 +18,20 @@ def prompts_file(dataset, n, out_dir, shared):
             q = json.loads(l)["question"]
             if len(q) <= 200:
                 recs.append({"id": f"gsm8k-{i}", "prompt": "Question: " + q + "\nAnswer:"})
+    elif dataset == "humaneval":  # code prompts; the shorter ones fit the small models' context
+        import gzip
+        for l in gzip.open(os.path.join(shared, "datasets/humaneval/HumanEval.jsonl.gz"), "rt"):
+            r = json.loads(l)
+            if len(r["prompt"]) <= max_chars:
+                recs.append({"id": r["task_id"], "prompt": r["prompt"]})
+    elif dataset == "cnn_dailymail":  # news summarisation (0-shot prompt of Spec-Bench), article cut to fit
+        for i, l in enumerate(open(os.path.join(shared, "datasets/cnn_dailymail/cnn_dailymail_0shot.jsonl"))):
+            a = json.loads(l)["article"]
+            head, sep, ask = a.rpartition("\n\nSummarize")
+            body = head if sep else a
+            if len(body) > max_chars:
+                body = body[:max_chars].rsplit(" ", 1)[0]
+            recs.append({"id": f"cnn-{i}", "prompt": body + (sep + ask if sep else "") + "\n"})
     else:
         raise SystemExit(f"unknown dataset {dataset}")
     path = os.path.join(out_dir, f"{dataset}-{n}.jsonl")

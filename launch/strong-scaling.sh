@@ -29,7 +29,9 @@
 #   measured-mpi  a real K-rank job (launch/mpirun.sh -np K) on this machine, where memory allows: on a
 #                 machine with fewer cores/GPUs than K the ranks share them (noted: "oversubscribed", "share 1 GPU"),
 #                 so these numbers are NOT K-device numbers. K = 1 is a plain one-process run.
-#   Speedup = tokens/s over the same mode's K = 1. S is the same for every K: LP splits the step, not the plan.
+#   Speedup = tokens/s over the same mode's K = 1. With --adaptive off S is the same for every K: LP splits the
+#   step, not the plan. With adaptive drafting (the default) the draft controller costs a plan of T tokens as the
+#   slowest of K parts of ~T/K plus L, so the plan (column "plan tok", tokens per step) grows with K and so does S.
 #
 # Collective latency L: measured here, unless --latency-us is given, with a real 2-rank MPI job on the CPU
 # (stories260K, so the forwards are ~1 ms): from its --stats-json "dist" counters,
@@ -81,7 +83,7 @@ while [ $# -gt 0 ]; do
     --extra) EXTRA=$2; shift 2 ;;
     --plot) PLOT_CSV=$2; shift 2 ;;
     --reuse) REUSE=1; shift ;;
-    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (--help)" ;;
   esac
 done
@@ -156,19 +158,19 @@ def draw(rows, png, title):
 
 def table(rows):
     cols = [("K", "K"), ("mode", "mode"), ("step_ms", "step ms"), ("S", "S"), ("tokens_per_s", "tokens/s"),
-            ("speedup", "speedup"), ("tokens_per_rank", "tok/rank"), ("note", "note")]
+            ("speedup", "speedup"), ("plan", "plan tok"), ("tokens_per_rank", "tok/rank"), ("note", "note")]
     def fmt(k, v):
         if v in ("", None):
             return "-"
         if k in ("step_ms", "tokens_per_s"):
             v = float(v); return f"{v:.1f}" if v >= 10 else f"{v:.3f}"
-        if k in ("S", "speedup", "tokens_per_rank"):
+        if k in ("S", "speedup", "tokens_per_rank", "plan"):
             return f"{float(v):.2f}"
         return str(v)
     cells = [[h for _, h in cols]] + [[fmt(k, r[k]) for k, _ in cols] for r in rows]
     w = [max(len(c[i]) for c in cells) for i in range(len(cols))]
     for j, c in enumerate(cells):
-        print("  ".join(c[i].ljust(w[i]) if i in (1, 7) else c[i].rjust(w[i]) for i in range(len(cols))).rstrip())
+        print("  ".join(c[i].ljust(w[i]) if i in (1, 8) else c[i].rjust(w[i]) for i in range(len(cols))).rstrip())
         if j == 0:
             print("  ".join("-" * x for x in w))
 
@@ -197,6 +199,13 @@ def ids(p):
     except Exception:
         return None
 
+def adaptive_note(st):  # adaptive drafting: the most chosen draft budget and the plain-step share
+    a = st.get("adaptive")
+    if not a or not a.get("steps"):
+        return ""
+    b, n = max(a["budget_hist"].items(), key=lambda kv: kv[1])
+    return f"; adaptive: budget {b} in {100 * n / a['steps']:.0f}% of steps, plain {100 * a['plain_fraction']:.0f}%"
+
 rows, ref, lossless, checked = [], None, True, []
 base = {}
 for k in ks:
@@ -211,7 +220,7 @@ for k in ks:
             if s.get("disagreements", 0):
                 note += f" DISAGREEMENTS {s['disagreements']}"
             rows.append(dict(K=k, mode=m, step_ms=ms, S=S, tokens_per_s=tps, tokens_per_rank=s["mean_tokens_per_rank"],
-                             note=note))
+                             plan=agg["step_tokens_per_step"], note=note + adaptive_note(sim)))
     real = load(f"{work}/real-{k}.json")
     if real:
         agg = real["aggregate"]
@@ -229,11 +238,12 @@ for k in ks:
             if d:
                 note += f", step - max fwd {(d['run_s'] - d['max_forward_s']) / max(d['steps'], 1) * 1e3:.2f} ms"
         rows.append(dict(K=k, mode="measured-mpi", step_ms=agg["seconds"] / max(agg["steps"], 1) * 1e3,
-                         S=agg["compression"], tokens_per_s=agg["tokens_per_s"], tokens_per_rank=tpr, note=note))
+                         S=agg["compression"], tokens_per_s=agg["tokens_per_s"], tokens_per_rank=tpr,
+                         plan=agg["step_tokens_per_step"], note=note + adaptive_note(real)))
     else:
         for what in ("skip", "failed"):
             if os.path.exists(f"{work}/real-{k}.{what}"):
-                rows.append(dict(K=k, mode="measured-mpi", step_ms="", S="", tokens_per_s="", tokens_per_rank="",
+                rows.append(dict(K=k, mode="measured-mpi", step_ms="", S="", tokens_per_s="", tokens_per_rank="", plan="",
                                  note=("skipped: " if what == "skip" else "failed: ") +
                                  open(f"{work}/real-{k}.{what}").read().strip()))
     for name in (f"sim-{k}", f"real-{k}"):
@@ -253,7 +263,8 @@ for r in rows:
 order = {"modelled": 0, "measured-seq": 1, "measured-mpi": 2}
 rows.sort(key=lambda r: (r["K"], order[r["mode"]]))
 with open(csvp, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=["K", "mode", "step_ms", "S", "tokens_per_s", "speedup", "tokens_per_rank", "note"])
+    w = csv.DictWriter(f, fieldnames=["K", "mode", "step_ms", "S", "tokens_per_s", "speedup", "plan", "tokens_per_rank",
+                                      "note"])
     w.writeheader()
     for r in rows:
         w.writerow(r)

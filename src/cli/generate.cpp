@@ -13,6 +13,8 @@
 #include "cli.h"
 #include "progress.h"
 #include "signals.h"
+#include "lookahead/decode/cost_calibration.h"
+#include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
@@ -60,7 +62,16 @@ json stats_json(const RequestStats& s) {
           {"forward_s", s.forward_s},
           {"verify_s", s.verify_s},
           {"commit_s", s.commit_s},
+          {"cpu_s", s.cpu_s},
           {"tokens_per_s", s.tokens_per_s()}};
+}
+
+// Adaptive drafting: steps per chosen draft budget, plain-step fallbacks, probes.
+json adaptive_json(const AdaptiveCounters& a) {
+  json h = json::object();
+  for (auto& [b, n] : a.budget_hist) h[std::to_string(b)] = n;
+  return {{"budget_hist", h}, {"steps", a.steps}, {"plain_steps", a.plain_steps},
+          {"plain_fraction", a.steps ? double(a.plain_steps) / a.steps : 0.0}, {"probe_steps", a.probe_steps}};
 }
 
 void add_strategy_options(po::options_description& d, StrategyOptions& s) {
@@ -87,7 +98,13 @@ void add_strategy_options(po::options_description& d, StrategyOptions& s) {
       ("draft-guesses", po::value(&s.draft_guesses)->default_value(20), "ouroboros: draft model's LADE guesses")
       ("draft-ngram", po::value(&s.draft_ngram)->default_value(7), "ouroboros: draft model's LADE n-gram size")
       ("extensions", po::value(&s.extensions)->default_value(3), "ouroboros: K phrase extensions verified per step")
-      ("pool-state", po::value(&s.pool_state)->default_value(""), "ouroboros: phrase pool file loaded/saved");
+      ("pool-state", po::value(&s.pool_state)->default_value(""), "ouroboros: phrase pool file loaded/saved")
+      ("adaptive", po::value<std::string>()->default_value("on")->notifier([&s](const std::string& v) {
+         LA_CHECK(v == "on" || v == "off", "invalid --adaptive '", v, "' (expected on or off)");
+         s.adaptive = v == "on";
+       }),
+       "on | off: choose each step's draft size (0 = plain step) from a cost model calibrated at load and measured "
+       "acceptance; the strategy's parameters are upper bounds");
 }
 
 }  // namespace
@@ -315,6 +332,17 @@ int cmd_generate(int argc, char** argv) {
   std::unique_ptr<SimExecutor> sim;
   if (simulate_ranks > 0) sim = std::make_unique<SimExecutor>(*model, simulate_ranks, collective_latency_us * 1e-6);
   Generator gen(sim ? static_cast<StepExecutor&>(*sim) : exec, *strategy, model->config());
+  // Adaptive drafting: a forward cost model calibrated here and kept current by the executor, on its rank count.
+  std::unique_ptr<StepCostModel> cost;
+  std::unique_ptr<DraftController> controller;
+  if (so.adaptive && strategy->max_draft_budget() > 0) {
+    const int top = strategy->max_draft_budget();
+    cost = std::make_unique<StepCostModel>(calibrate_forward_cost(*model, 1 + top + strategy->lookahead_nodes(top)),
+                                           sim ? simulate_ranks : comm->size(), collective_latency_us * 1e-6);
+    (sim ? static_cast<StepExecutor&>(*sim) : exec).set_cost_model(cost.get());
+    controller = std::make_unique<DraftController>(*strategy, *cost);
+    gen.set_controller(controller.get());
+  }
   RequestStats total;
   json per = json::array();
   // Batch machinery (batch.h): --resume skips, progress, clean stop on SIGINT/SIGTERM, memory lines.
@@ -373,6 +401,7 @@ int cmd_generate(int argc, char** argv) {
       for (const auto& x : p.messages) m.push_back({{"role", x.role}, {"content", x.content}});
       rec["messages"] = m;
     }
+    if (r.stats.adaptive) rec["stats"]["adaptive"] = adaptive_json(r.stats.budgets);
     if (out.is_open()) out.write(rec);
     if (!stats_path.empty()) {  // kept only for --stats-json (about 1 KB per prompt)
       per.push_back(rec["stats"]);
@@ -390,6 +419,13 @@ int cmd_generate(int argc, char** argv) {
   if (!stats_path.empty()) {
     json s = {{"strategy", strategy->name()}, {"model", lo.model}, {"aggregate", stats_json(total)},
               {"per_prompt", per}, {"counters", strategy->counters()}};
+    if (controller) {
+      s["adaptive"] = adaptive_json(total.budgets);
+      json cm = json::object();
+      for (int b : cost->forward().buckets()) cm[std::to_string(b)] = cost->forward().seconds(b) * 1e3;
+      s["adaptive"]["forward_ms_by_tokens"] = cm;
+      s["adaptive"]["ladder"] = controller->ladder();
+    }
     const auto dc = exec.counters();
     s["ranks"] = dc.ranks;
     // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).

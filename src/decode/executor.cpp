@@ -1,5 +1,7 @@
 #include "lookahead/decode/executor.h"
 
+#include <chrono>
+
 #include "lookahead/util/error.h"
 
 namespace la {
@@ -36,7 +38,11 @@ std::vector<int32_t> LocalExecutor::run(const std::vector<int32_t>& seq, const S
     const int p = plan.parents[i];
     in.parents.push_back(p == 0 ? P - 1 : P - 1 + p);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   auto out = model_.forward(in, sp_);
+  if (cost_)
+    cost_->observe_forward(static_cast<int>(in.tokens.size()),
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   pending_ = P;
   plan_nodes_ = n;
   last_tokens_ = static_cast<int>(in.tokens.size());

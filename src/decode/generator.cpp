@@ -1,5 +1,7 @@
 #include "lookahead/decode/generator.h"
 
+#include <time.h>
+
 #include <chrono>
 
 #include "lookahead/util/error.h"
@@ -8,6 +10,11 @@ namespace la {
 namespace {
 using Clock = std::chrono::steady_clock;
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 }  // namespace
 
 double RequestStats::mean_accepted() const { return steps ? double(new_tokens - steps) / steps : 0.0; }
@@ -27,6 +34,9 @@ void RequestStats::add(const RequestStats& o) {
   forward_s += o.forward_s;
   verify_s += o.verify_s;
   commit_s += o.commit_s;
+  cpu_s += o.cpu_s;
+  adaptive = adaptive || o.adaptive;
+  budgets.add(o.budgets);
 }
 
 void check_fits(const ModelConfig& cfg, size_t prompt_tokens, int max_new_tokens) {
@@ -54,8 +64,11 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   const auto t_prefill = Clock::now();
   st.prefill_s = secs(t_start, t_prefill);
   strategy_.begin_request(prompt);
+  const double cpu0 = thread_cpu_s();
   const int max_new = gp.max_new_tokens > 0 ? gp.max_new_tokens : cfg_.max_positions + 1 - int(prompt.size());
   StepPlan plan;
+  st.adaptive = controller_ != nullptr;
+  if (!controller_) strategy_.set_draft_budget(-1);
   bool done = max_new <= 0;
   if (done) st.finish_reason = "length";
   while (!done) {
@@ -66,6 +79,13 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
     const int root_pos = static_cast<int>(seq.size()) - 1;
     const int max_depth = cfg_.max_positions - 1 - root_pos;
     const auto t0 = Clock::now();
+    if (controller_) {
+      const int b = controller_->choose(strategy_.draft_context(seq));
+      ++st.budgets.steps;
+      ++st.budgets.budget_hist[b];
+      if (b == 0) ++st.budgets.plain_steps;
+      if (controller_->last_was_probe()) ++st.budgets.probe_steps;
+    }
     strategy_.plan(seq, max_depth, plan);
     plan.validate();
     LA_CHECK(plan.tokens[0] == seq.back(), "strategy ", strategy_.name(), ": plan root is not the last token");
@@ -88,6 +108,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
     const auto t3 = Clock::now();
     strategy_.update(before, plan, results, v);
     const auto t4 = Clock::now();
+    if (controller_) controller_->observe(plan, v, secs(t0, t1) + secs(t2, t4));
     st.steps++;
     st.draft_tokens += plan.num_draft();
     st.lookahead_tokens += plan.num_lookahead();
@@ -104,6 +125,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   exec_.end();
   st.new_tokens = static_cast<int>(r.ids.size());
   st.seconds = secs(t_start, Clock::now());
+  st.cpu_s = thread_cpu_s() - cpu0;
   return r;
 }
 

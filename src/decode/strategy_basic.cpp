@@ -28,18 +28,27 @@ class JacobiStrategy final : public Strategy {
   }
   void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) override {
     out.reset(seq.back());
-    const int n = std::min(k_, max_depth);
+    const int n = std::min(budget_or(k_), max_depth);
     int parent = 0;
     for (int i = 0; i < n; ++i) parent = out.add(guess_[i], parent, true);
   }
   void update(const std::vector<int32_t>&, const StepPlan& plan, const std::vector<int32_t>& results,
               const Verdict& v) override {
+    // Guess i is for position root+1+i, results[i] the model's token for that position. New guess j (position
+    // new root+1+j, i.e. old index m+1+j) is the model's output where one was computed, else the old guess (a
+    // budget below the block keeps the unplanned guesses: the Jacobi state survives a shrinking draft).
     const int m = static_cast<int>(v.path.size()) - 1;  // accepted guesses
-    std::vector<int32_t> next;
-    for (int i = m + 1; i < plan.size(); ++i) next.push_back(results[i]);
-    guess_ = std::move(next);
+    const int n = plan.size() - 1;                       // guesses planned
+    next_.clear();
+    for (int i = m + 1; i < k_ + m + 1; ++i) {
+      if (i <= n) next_.push_back(results[i]);
+      else if (i < static_cast<int>(guess_.size())) next_.push_back(guess_[i]);
+      else break;
+    }
+    guess_.swap(next_);
     pad();
   }
+  int max_draft_budget() const override { return k_; }
 
  private:
   void pad() {
@@ -48,7 +57,7 @@ class JacobiStrategy final : public Strategy {
   }
   int k_;
   std::mt19937_64 rng_;
-  std::vector<int32_t> prompt_, guess_;
+  std::vector<int32_t> prompt_, guess_, next_;
 };
 
 }  // namespace

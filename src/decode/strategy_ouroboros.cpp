@@ -61,6 +61,9 @@ class OuroborosStrategy final : public Strategy {
   }
 
   std::string name() const override { return "ouroboros"; }
+  // gamma draft tokens plus K extensions of at most gamma tokens (pool phrases are corrections of <= gamma + 1
+  // tokens, keyed by their first); the ladder cuts the chain first, then the extensions.
+  int max_draft_budget() const override { return gamma_ + K_ * gamma_; }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
     const auto& dc = draft_.config();
@@ -79,12 +82,17 @@ class OuroborosStrategy final : public Strategy {
     ext_.clear();
     const auto& dc = draft_.config();
     std::vector<int32_t> draft;
-    if (draft_on_ && max_depth > 0) draft = run_draft(seq, std::min(gamma_, max_depth));
+    // Budget (adaptive drafting): the draft chain first (gamma' = min(gamma, budget) tokens, so a small budget
+    // also runs the draft model less), then extension nodes while the budget lasts.
+    int left = budget_or(max_draft_budget());
+    const int want = std::min({gamma_, max_depth, left});
+    if (draft_on_ && want > 0) draft = run_draft(seq, want);
     int parent = 0;
     for (int32_t t : draft) parent = out.add(t, parent, true);
     chain_len_ = static_cast<int>(draft.size());
     proposed_ += chain_len_;
-    if (K_ <= 0) return;
+    left -= chain_len_;
+    if (K_ <= 0 || left <= 0) return;
     const int32_t last = out.tokens[parent];
     const int room = max_depth - chain_len_;  // extension tokens that fit below the chain end
     if (room <= 0) return;
@@ -100,15 +108,20 @@ class OuroborosStrategy final : public Strategy {
       int p = chain_end;
       for (int i = 1; i <= n; ++i) {
         int child = -1;
+        if (left <= 0) break;
         for (int c = chain_end + 1; c < out.size(); ++c)
           if (out.parents[c] == p && out.tokens[c] == ph[i]) { child = c; break; }
         if (child < 0) {
+          if (left <= 0) break;
           child = out.add(ph[i], p, true);
           ++ext_planned_;
+          --left;
         }
         e.nodes.push_back(child);
         p = child;
       }
+      if (e.nodes.empty()) break;                // budget spent
+      e.phrase.resize(e.nodes.size() + 1);      // as planned (cut by the budget like by max_depth)
       ext_.push_back(std::move(e));
     }
   }

@@ -26,7 +26,7 @@ class PromptLookupStrategy : public Strategy {
     LA_CHECK(!seq.empty(), "prompt lookup: empty sequence");
     out.reset(seq.back());
     ++steps_;
-    const int k = std::min(num_tokens_, max_depth);
+    const int k = std::min(budget_or(num_tokens_), max_depth);
     if (k <= 0) return;
     const auto chain = index_.propose(seq, k);
     int32_t parent = 0;
@@ -41,6 +41,15 @@ class PromptLookupStrategy : public Strategy {
   }
 
   void end_request(const std::vector<int32_t>& seq) override { index_.reset(); }
+
+  // A shorter proposal is a prefix of the longer one (same match, fewer tokens).
+  int max_draft_budget() const override { return num_tokens_; }
+  // Context: the suffix length that matches (0: nothing to propose), capped at 4.
+  int draft_contexts() const override { return 5; }
+  int draft_context(const std::vector<int32_t>& seq) override {
+    if (num_tokens_ <= 0 || seq.empty()) return 0;
+    return index_.propose(seq, 1).empty() ? 0 : std::min(4, index_.last_match_length());
+  }
 
   std::map<std::string, double> counters() const override {
     return {{"pl_steps", static_cast<double>(steps_)},

@@ -59,8 +59,9 @@ class TrieStrategy : public Strategy {
   void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) override {
     LA_CHECK(!seq.empty(), "trie: empty sequence");
     out.reset(seq.back());
-    if (opt_.decoding_length <= 0 || max_depth <= 0) return;
-    trie_.retrieve(seq.data(), seq.size(), opt_.decoding_length, max_depth, mode_, draft_);
+    const int len = budget_or(opt_.decoding_length);
+    if (len <= 0 || max_depth <= 0) return;
+    trie_.retrieve(seq.data(), seq.size(), len, max_depth, mode_, draft_);
     for (int i = 0; i < draft_.size(); ++i) out.add(draft_.tokens[i], draft_.parents[i] + 1, true);
     draft_nodes_ += static_cast<uint64_t>(draft_.size());
     ++steps_;
@@ -87,6 +88,10 @@ class TrieStrategy : public Strategy {
   }
 
   void end_request(const std::vector<int32_t>& seq) override { finish(seq); }
+
+  // Retrieval is best-first by frequency and emits nodes in selection order, so a shorter decoding length keeps
+  // the most frequent nodes: the prefix the acceptance model assumes.
+  int max_draft_budget() const override { return std::max(0, opt_.decoding_length); }
 
   void shutdown() override {
     if (!opt_.trie_state.empty()) trie_.save(opt_.trie_state);

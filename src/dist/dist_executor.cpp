@@ -193,6 +193,10 @@ std::vector<int32_t> DistExecutor::run(const std::vector<int32_t>& seq, const St
     mx = std::max(mx, static_cast<double>(rec.forward_ms[r]) * 1e-3);
   }
   counters_.max_forward_seconds += mx;
+  if (cost_ && k_ > 1) {  // rank 0's own forward already fed the cost model (LocalExecutor)
+    cost_->observe_parts(plan.size(), *std::max_element(rec.step_tokens.begin(), rec.step_tokens.end()));
+    cost_->observe_latency(std::max(0.0, rec.wall_ms * 1e-3 - mx));
+  }
   counters_.forward_seconds_rank0 += rec.forward_ms[0] * 1e-3;
   counters_.partition_seconds += rec.partition_ms * 1e-3;
   counters_.broadcast_seconds += rec.broadcast_ms * 1e-3;

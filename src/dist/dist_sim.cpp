@@ -103,6 +103,7 @@ std::vector<int32_t> SimExecutor::run(const std::vector<int32_t>& seq, const Ste
     counters_.step_tokens += rec.step_tokens[r];
   }
   const double lat = k_ > 1 ? counters_.collective_latency_s : 0.0;
+  if (cost_) cost_->observe_parts(plan.size(), *std::max_element(rec.step_tokens.begin(), rec.step_tokens.end()));
   rec.max_forward_ms = static_cast<float>(mx * 1e3);
   rec.modelled_ms = static_cast<float>((mx + lat) * 1e3);
   rec.wall_ms = static_cast<float>(since(t0) * 1e3);
@@ -132,6 +133,11 @@ void SimExecutor::end() {
   if (!in_request_) return;
   for (auto& e : ex_) e->end();
   in_request_ = false;
+}
+
+void SimExecutor::set_cost_model(StepCostModel* cost) {
+  cost_ = cost;
+  for (auto& e : ex_) e->set_cost_model(cost);
 }
 
 double SimExecutor::modelled_seconds(double measured_wall_s) const {

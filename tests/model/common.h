@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "lookahead/decode/cost_calibration.h"
+#include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
@@ -51,6 +53,43 @@ inline std::vector<std::vector<int32_t>> run_all(StepModel& m, Strategy& s, cons
                                                  const GenParams& gp, RequestStats* total = nullptr) {
   LocalExecutor ex(m);
   Generator g(ex, s, m.config());
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    GenParams p = gp;
+    p.sample.stream = i;
+    auto r = g.generate(ps[i], p);
+    if (total) total->add(r.stats);
+    out.push_back(r.ids);
+  }
+  return out;
+}
+
+// Adaptive drafting with a given cost model: the executor feeds it (unless frozen), a controller chooses budgets.
+enum class CostShape { Calibrated, Flat, Steep };
+inline StepCostModel cost_shape(StepModel& m, Strategy& s, CostShape shape) {
+  if (shape == CostShape::Calibrated) {
+    const int top = s.max_draft_budget();
+    return StepCostModel(calibrate_forward_cost(m, 1 + top + s.lookahead_nodes(top)));
+  }
+  ForwardCostModel f(256);
+  for (int t : f.buckets()) f.set(t, shape == CostShape::Flat ? 1.0 : 1.0 * t * t);
+  StepCostModel c(f);
+  c.freeze();  // no timing can move an extreme shape
+  return c;
+}
+
+inline std::vector<std::vector<int32_t>> run_all_adaptive(StepModel& m, Strategy& s,
+                                                          const std::vector<std::vector<int32_t>>& ps,
+                                                          const GenParams& gp, CostShape shape,
+                                                          RequestStats* total = nullptr) {
+  StepCostModel cost = cost_shape(m, s, shape);
+  AdaptiveOptions ao;
+  ao.host_overhead = shape == CostShape::Calibrated;  // extreme shapes: choices independent of timings
+  DraftController ctl(s, cost, ao);
+  LocalExecutor ex(m);
+  ex.set_cost_model(&cost);
+  Generator g(ex, s, m.config());
+  g.set_controller(&ctl);
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < ps.size(); ++i) {
     GenParams p = gp;

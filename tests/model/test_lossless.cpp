@@ -80,6 +80,40 @@ INSTANTIATE_TEST_SUITE_P(Models, Lossless,
                                            ModelCase{"gqa_bias", "random:tiny-gqa-bias:12", 10}),
                          [](const auto& info) { return info.param.label; });
 
+// Adaptive drafting: every strategy, with the cost model calibrated on this machine (budgets mix, by timing) and
+// forced to the extremes: flat (every step drafts the largest budget) and steep (every step is plain). Outputs
+// equal plain decoding in all three; the extremes are asserted on the chosen-budget statistics.
+TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
+  for (auto path : {stories(), llama2xs()}) {
+    auto m = load_llama({path, "fp32", "cpu", 0, 0});
+    auto ps = prompt_ids(8, m->config().vocab);  // 8 stories + 3 repetitive texts
+    GenParams gp;
+    gp.max_new_tokens = 48;
+    auto ar = make_ar_strategy();
+    auto want = run_all(*m, *ar, ps, gp);
+    for (const auto& c : cases()) {
+      if (c.label != "jacobi_16" && c.label != "lade_default" && c.label != "lade_N4_W7_G7_prompt" &&
+          c.label != "trie_default" && c.label != "trie_parallel" && c.label != "prompt_lookup")
+        continue;
+      for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
+        auto s = make_strategy(c.opt);
+        RequestStats st;
+        auto got = run_all_adaptive(*m, *s, ps, gp, shape, &st);
+        ASSERT_EQ(got, want) << path << " / " << c.label << " shape " << int(shape);
+        const int top = s->max_draft_budget();
+        ASSERT_GT(top, 0);
+        EXPECT_EQ(st.budgets.steps, st.steps);
+        if (shape == CostShape::Flat) EXPECT_EQ(st.budgets.budget_hist[top], st.steps) << c.label;
+        if (shape == CostShape::Steep) EXPECT_EQ(st.budgets.plain_steps, st.steps) << c.label;
+        if (shape == CostShape::Steep) EXPECT_EQ(st.steps, st.new_tokens) << c.label;
+        std::printf("  %-28s %-24s shape %d S=%.2f plain=%lld/%lld\n", path.substr(path.rfind('/') + 1).c_str(),
+                    c.label.c_str(), int(shape), st.compression(), (long long)st.budgets.plain_steps,
+                    (long long)st.budgets.steps);
+      }
+    }
+  }
+}
+
 // The context limit: strategies that plan deep trees near max positions stay exact and stop at the limit.
 TEST(LosslessContext, NearContextLimit) {
   auto m = load_llama({llama2xs(), "fp32", "cpu", 0, 0});  // 256 positions

@@ -165,6 +165,43 @@ TEST(OuroborosSampling, EqualsPlainSampling) {
   std::printf("  sampling T=0.8: S=%.2f acceptance=%.3f\n", st.compression(), s->counters()["draft_acceptance"]);
 }
 
+// Adaptive drafting: calibrated cost (budgets by timing, the draft model's time counted), flat (the largest budget
+// every step: gamma and every extension) and steep (plain steps, the draft model never runs). Greedy and sampled
+// outputs equal plain decoding in all three.
+TEST(OuroborosAdaptive, EqualsPlainInEveryCostShape) {
+  auto m = load_llama({stories(), "fp32", "cpu", 0, kThreads});
+  auto d = load_llama({llama2xs(), "fp32", "cpu", 0, kThreads});
+  auto ps = prompt_ids(6, 512);
+  for (int sampled = 0; sampled < 2; ++sampled) {
+    GenParams gp;
+    gp.max_new_tokens = 40;
+    if (sampled) {
+      gp.sample.temperature = 0.8f;
+      gp.sample.top_p = 0.95f;
+      gp.sample.seed = 11;
+    }
+    auto ar = make_ar_strategy();
+    auto want = run_all(*m, *ar, ps, gp);
+    for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
+      StrategyOptions o;
+      o.name = "ouroboros";
+      o.draft_model = "draft";
+      o.gamma = 6;
+      auto s = make_strategy(o, d.get());
+      RequestStats st;
+      EXPECT_EQ(run_all_adaptive(*m, *s, ps, gp, shape, &st), want) << "sampled " << sampled << " shape " << int(shape);
+      if (shape == CostShape::Flat) EXPECT_EQ(st.budgets.budget_hist[s->max_draft_budget()], st.steps);
+      if (shape == CostShape::Steep) {
+        EXPECT_EQ(st.budgets.plain_steps, st.steps);
+        EXPECT_EQ(s->counters()["draft_forwards"], 0);
+      }
+      std::printf("  sampled %d shape %d S=%.2f plain=%lld/%lld draft forwards=%g\n", sampled, int(shape),
+                  st.compression(), (long long)st.budgets.plain_steps, (long long)st.budgets.steps,
+                  s->counters()["draft_forwards"]);
+    }
+  }
+}
+
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("la_ouro_" + std::to_string(::getpid()) + "_" + name)).string();
 }

@@ -19,10 +19,13 @@ constexpr int kTokens = 4;
 // samples[s][k]: k-th generated token of the run with seed base+s.
 std::vector<std::vector<int32_t>> sample_runs(StepModel& m, Strategy& s, const std::vector<int32_t>& prompt,
                                               GenParams gp, uint64_t base,
-                                              std::function<Verdict(const StepPlan&, const std::vector<int32_t>&)> ver = {}) {
+                                              std::function<Verdict(const StepPlan&, const std::vector<int32_t>&)> ver = {},
+                                              DraftController* ctl = nullptr, StepCostModel* cost = nullptr) {
   LocalExecutor ex(m);
   Generator g(ex, s, m.config());
   if (ver) g.set_verifier(ver);
+  if (ctl) g.set_controller(ctl);
+  if (cost) ex.set_cost_model(cost);
   std::vector<std::vector<int32_t>> out;
   gp.max_new_tokens = kTokens;
   for (int i = 0; i < kSeeds; ++i) {
@@ -167,5 +170,32 @@ TEST(Sampling, SameSeedSameTokensAcrossStrategies) {
   for (const auto& o : strategies()) {
     auto s = make_strategy(o);
     EXPECT_EQ(run_all(*m, *s, ps, gp), want) << o.name;
+    // Adaptive drafting, with budgets chosen by timing and at both extremes: the same tokens.
+    for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
+      auto a = make_strategy(o);
+      RequestStats st;
+      EXPECT_EQ(run_all_adaptive(*m, *a, ps, gp, shape, &st), want) << o.name << " adaptive shape " << int(shape);
+      if (shape == CostShape::Flat) EXPECT_EQ(st.budgets.budget_hist[a->max_draft_budget()], st.steps) << o.name;
+      if (shape == CostShape::Steep) EXPECT_EQ(st.budgets.plain_steps, st.steps) << o.name;
+    }
+  }
+}
+
+TEST(Sampling, AdaptiveStrategiesMatchPlainSamplingDistribution) {
+  // The distribution test with budgets chosen by the calibrated cost model (mixed sizes, plain steps included).
+  auto m = load_llama({stories(), "fp32", "cpu", 0, 0});
+  const auto prompt = repetitive_prompt();
+  const GenParams gp = setting(0);
+  auto ar = make_ar_strategy();
+  auto base = sample_runs(*m, *ar, prompt, gp, 0);
+  for (const auto& o : strategies()) {
+    auto s = make_strategy(o);
+    StepCostModel cost = cost_shape(*m, *s, CostShape::Calibrated);
+    DraftController ctl(*s, cost);
+    auto got = sample_runs(*m, *s, prompt, gp, 100000, {}, &ctl, &cost);
+    std::string detail;
+    const double r = worst_ratio(base, got, &detail);
+    EXPECT_LT(r, 1.0) << o.name << " adaptive" << detail;
+    std::printf("  adaptive %-14s worst chi2/crit = %.3f\n", o.name.c_str(), r);
   }
 }

@@ -57,6 +57,7 @@ expect_error "invalid --dtype 'fp8'" "${G[@]}" --model "$T/m" --prompt hi --dtyp
 expect_error "invalid --device 'tpu'" "${G[@]}" --model "$T/m" --prompt hi --device tpu
 expect_error "invalid --strategy 'beam'" "${G[@]}" --model "$T/m" --prompt hi --strategy beam
 expect_error "--window must be in" "${G[@]}" --model "$T/m" --prompt hi --strategy lade --window 0
+expect_error "invalid --adaptive 'maybe'" "${G[@]}" --model "$T/m" --prompt hi --strategy lade --adaptive maybe
 expect_error "--ngram must be in" "${G[@]}" --model "$T/m" --prompt hi --strategy lade --ngram 1
 expect_error "invalid --kernels" "${G[@]}" --model "$T/m" --prompt hi --kernels maybe
 expect_error "invalid --cuda-graphs" "${G[@]}" --model "$T/m" --prompt hi --cuda-graphs 2

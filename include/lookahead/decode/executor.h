@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lookahead/decode/cost_model.h"
 #include "lookahead/decode/step_plan.h"
 #include "lookahead/model/step_model.h"
 
@@ -21,6 +22,9 @@ class StepExecutor {
   virtual void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) = 0;
   // The request ended (outputs are final).
   virtual void end() = 0;
+  // Adaptive drafting: the executor keeps this cost model current with the forwards it times (per replica part;
+  // LP executors also the part imbalance and the collective latency). nullptr: no timing. Must outlive its use.
+  virtual void set_cost_model(StepCostModel* cost) { (void)cost; }
 };
 
 // One replica in this process. The cache holds seq[0, L); the "pending" tokens seq[L, size) (at least the root)
@@ -35,6 +39,7 @@ class LocalExecutor : public StepExecutor {
   // (all of it when this replica ran the whole plan), together with the pending chain.
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override {}
+  void set_cost_model(StepCostModel* cost) override { cost_ = cost; }
   // Number of step tokens of the last forward (pending chain + plan nodes).
   int last_step_tokens() const { return last_tokens_; }
   StepModel& model() { return model_; }
@@ -45,6 +50,7 @@ class LocalExecutor : public StepExecutor {
   int pending_ = 0;      // pending chain length in the last forward (root included)
   int plan_nodes_ = 0;   // plan size of the last forward
   int last_tokens_ = 0;
+  StepCostModel* cost_ = nullptr;
 };
 
 }  // namespace la

@@ -13,6 +13,9 @@ class StepModel;
 struct StrategyOptions {
   std::string name = "ar";  // ar | jacobi | lade | trie | prompt-lookup | ouroboros
   uint64_t seed = 0;        // draft-state randomness (LADE window initialisation)
+  // Adaptive drafting (draft_controller.h): each step's draft size is chosen from measured costs and acceptance,
+  // the parameters below being upper bounds. Read by the CLI, which then attaches a DraftController.
+  bool adaptive = true;
 
   // jacobi: block of future positions iterated to a fixed point
   int jacobi_block = 16;

@@ -30,6 +30,37 @@ class Strategy {
   virtual void shutdown() {}
   // Strategy-specific counters for stats (e.g. pool size).
   virtual std::map<std::string, double> counters() const { return {}; }
+
+  // ---- Adaptive drafting (draft_controller.h) ----
+  // The draft budget is the most verify (draft) nodes, root excluded, the next plan() may hold. Contract: a plan
+  // at budget b keeps the first b verify nodes (in index order) of the plan the strategy would make at any larger
+  // budget from the same state, so one verified step tells what every smaller budget would have accepted.
+  // Budget < 0 (the default, --adaptive off): the fixed parameters. The budget never changes what is accepted,
+  // only what is proposed: outputs stay those of plain decoding.
+  // max_draft_budget(): the budget the fixed parameters allow (0: never drafts, e.g. ar).
+  virtual int max_draft_budget() const { return 0; }
+  // The budgets the controller chooses among (0 and max_draft_budget() included, increasing).
+  virtual std::vector<int> draft_ladder() const { return geometric_ladder(max_draft_budget()); }
+  // Non-verify (lookahead) nodes a plan at this budget adds (LADE's window); they cost but never yield.
+  virtual int lookahead_nodes(int budget) const { (void)budget; return 0; }
+  // What the strategy sees of the coming step before planning it, as a class in [0, draft_contexts()) (prompt
+  // lookup: the length of the suffix that matched; LADE: how many n-grams the pool holds for the root). The
+  // acceptance statistics are kept per class, so a step with a long match can draft while one without does not.
+  virtual int draft_contexts() const { return 1; }
+  virtual int draft_context(const std::vector<int32_t>& seq) { (void)seq; return 0; }
+  void set_draft_budget(int budget) { budget_ = budget; }
+  int draft_budget() const { return budget_; }
+
+  // 0, 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (powers of two and their 1.5x) up to max_budget, which is included;
+  // every value a multiple of `unit` (LADE: n-gram chains of N-1 tokens).
+  static std::vector<int> geometric_ladder(int max_budget, int unit = 1);
+
+ protected:
+  // The budget for a strategy whose fixed parameters allow `fixed` verify nodes.
+  int budget_or(int fixed) const { return budget_ < 0 ? fixed : (budget_ < fixed ? budget_ : fixed); }
+
+ private:
+  int budget_ = -1;
 };
 
 }  // namespace la

@@ -95,6 +95,12 @@ class DistExecutor : public StepExecutor {
   std::vector<int32_t> run(const std::vector<int32_t>& seq, const StepPlan& plan) override;
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override;
+  // Rank 0's replica times its forwards into `cost`; each step also feeds the part imbalance and the latency
+  // (the step's wall time beyond its slowest forward).
+  void set_cost_model(StepCostModel* cost) override {
+    cost_ = cost;
+    local_.set_cost_model(cost);
+  }
   // Releases the workers from run_worker. Idempotent; nothing may be run afterwards.
   void shutdown();
 
@@ -124,6 +130,7 @@ class DistExecutor : public StepExecutor {
   std::vector<int32_t> commit_seq_, commit_path_;
   std::vector<DistStepRecord> records_;
   DistCounters counters_;
+  StepCostModel* cost_ = nullptr;
 };
 
 // Ranks > 0: serves rank 0's DistExecutor until SHUTDOWN. Throws la::Error on protocol or model errors (let

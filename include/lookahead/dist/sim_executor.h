@@ -61,6 +61,8 @@ class SimExecutor : public StepExecutor {
   std::vector<int32_t> run(const std::vector<int32_t>& seq, const StepPlan& plan) override;
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override;
+  // Every replica times its forwards into `cost` (same hardware); each step also feeds the part imbalance.
+  void set_cost_model(StepCostModel* cost) override;
 
   int ranks() const { return k_; }
   const std::vector<SimStepRecord>& steps() const { return records_; }
@@ -82,6 +84,7 @@ class SimExecutor : public StepExecutor {
   bool in_request_ = false;
   std::vector<SimStepRecord> records_;
   SimCounters counters_;
+  StepCostModel* cost_ = nullptr;
 };
 
 }  // namespace la

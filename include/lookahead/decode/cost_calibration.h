@@ -1,0 +1,16 @@
+// Calibration of the forward cost model at load: a few timed forwards of the model at the bucket sizes.
+// No libtorch (it drives the StepModel interface).
+#pragma once
+#include "lookahead/decode/cost_model.h"
+#include "lookahead/model/step_model.h"
+
+namespace la {
+
+// A forward cost model whose buckets reach `max_plan_tokens` (at most 256 and what the context allows after a
+// committed context of min(64, max_positions / 4) tokens, the typical cache a step attends to), each set to the
+// fastest of `repeats` timed chain forwards of that size (the fastest is the least disturbed on a shared
+// machine; later real steps pull the model toward typical timings). One untimed forward of the largest size
+// first warms the allocator. The model's cache is empty afterwards.
+ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats = 3);
+
+}  // namespace la

@@ -1,0 +1,94 @@
+// Adaptive drafting: each step, the draft budget that maximises expected tokens per second. No libtorch.
+//
+//   score(b) = (1 + E[accepted | b]) / (cost(1 + E[nodes | b] + lookahead(b)) + host(b))
+//
+// E[accepted | b], E[nodes | b]: the strategy's AcceptanceModel (counterfactual statistics, every smaller budget
+// learned from every step). cost(T): the StepCostModel of the executor (forward of T plan tokens, on K ranks the
+// slowest part + collective latency). host(b): measured host time of steps planned at b (drafting, verification,
+// commit: Ouroboros' draft model lives here), an EWMA per level, borrowed from the nearest level below when a
+// level has not run yet. Budget 0 is a plain step (score 1 / cost(1)).
+//
+// Choice: the level with the best score; a larger level within `prefer_larger` of the best wins (it also measures
+// every level below it), but a draft that costs more than a plain step must beat it by `min_gain` (3%): the
+// estimates are noisy and a plain step is the safe default. Exploration, so that a strategy that starts paying again is noticed and so that levels
+// above the current choice get measured: every `probe_every` steps without planning above the choice, the next
+// level up is planned once (a probe). A level is only ever planned (by warm-up, choice or probe) if it could pay
+// when every draft token were accepted: (1 + b) / cost(b) > score(0). So with a cost that grows faster than the
+// tokens a draft can yield, not one draft step is made; with a flat cost, the largest budget always wins.
+// Contexts: the strategy classifies each coming step (Strategy::draft_context: prompt lookup's match length, the
+// LADE pool's candidates for the root) and the acceptance statistics are kept per class as well as strategy-wide:
+// a class seen before is judged on its own statistics (no match: plain steps, a long match: a long draft), a
+// class never seen on the strategy-wide ones.
+// Warm-up: the strategy's first `warmup_steps` steps (the controller lives as long as the strategy, across
+// requests) plan the largest budget, measuring every level at once.
+//
+// Determinism: only which draft is proposed depends on timings; the verifier accepts exactly the tokens plain
+// decoding would produce (greedy) or the position-keyed samples (sampling), whatever the budget.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "lookahead/decode/acceptance_model.h"
+#include "lookahead/decode/cost_model.h"
+#include "lookahead/decode/step_plan.h"
+#include "lookahead/decode/strategy.h"
+
+namespace la {
+
+struct AdaptiveOptions {
+  int probe_every = 16;         // steps without planning above the chosen level before one probe one level up
+  int warmup_steps = 2;         // first steps of the strategy's life at the largest budget
+  double decay = 1.0 / 64;      // acceptance statistics: weight lost per observation
+  bool host_overhead = true;    // add measured host time per level to the step cost
+  double prefer_larger = 0.01;  // relative score margin within which the larger budget wins
+  double min_gain = 0.03;       // a draft costlier than a plain step must beat it by this relative margin
+};
+
+struct AdaptiveCounters {
+  std::map<int, int64_t> budget_hist;  // chosen budget -> steps
+  int64_t steps = 0, plain_steps = 0, probe_steps = 0, warmup_steps = 0;
+  void add(const AdaptiveCounters& o);
+};
+
+class DraftController {
+ public:
+  // `strategy` and `cost` must outlive the controller.
+  DraftController(Strategy& strategy, const StepCostModel& cost, AdaptiveOptions opt = {});
+  // Chooses the budget of the next step (whose context class the strategy gave) and sets it on the strategy.
+  int choose(int context = 0);
+  // The step planned after the last choose(): the plan run and its verdict (as verified, before eos/length cuts),
+  // and the host seconds of the step outside the forward.
+  void observe(const StepPlan& plan, const Verdict& verdict, double host_seconds);
+  // Predicted tokens per second of a ladder level in the current context (tests, logs).
+  double score(int level) const;
+  bool could_pay(int level) const;
+  const std::vector<int>& ladder() const { return model_.ladder(); }
+  const AcceptanceModel& acceptance() const { return model_; }
+  double expected_accepted(int level) const;  // in the current context
+  double expected_nodes(int level) const;
+  const AdaptiveCounters& counters() const { return counters_; }
+  int last_budget() const { return model_.ladder()[level_]; }
+  bool last_was_probe() const { return probe_; }
+
+ private:
+  double step_cost(int level, double nodes) const;
+  const AcceptanceModel& current() const;  // the statistics for the current context class
+  double host(int level) const;
+
+  Strategy& s_;
+  const StepCostModel& cost_;
+  AdaptiveOptions opt_;
+  AcceptanceModel model_;                // every step
+  std::vector<AcceptanceModel> ctx_;     // per context class
+  int context_ = 0;
+  std::vector<double> host_s_;
+  std::vector<uint8_t> host_seen_;
+  int level_ = 0;
+  bool probe_ = false;
+  std::vector<int64_t> since_probe_;  // per context class
+  AdaptiveCounters counters_;
+  std::vector<int> rank_, path_ranks_, acc_, nodes_;  // scratch, reused every step
+};
+
+}  // namespace la

@@ -1,0 +1,246 @@
+// Adaptive drafting on synthetic timings: the forward cost model (buckets, interpolation, EWMA updates, K ranks),
+// the acceptance model (counterfactual budgets, borrowing, decay) and the draft controller (flat cost: the largest
+// budget; steep cost: never a draft; a realistic cost: the budget that maximises tokens per second; probes notice
+// a strategy that starts paying again).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lookahead/decode/acceptance_model.h"
+#include "lookahead/decode/cost_model.h"
+#include "lookahead/decode/draft_controller.h"
+#include "lookahead/util/error.h"
+
+using namespace la;
+
+namespace {
+
+ForwardCostModel affine(double a, double b, int max_tokens = 256) {
+  ForwardCostModel f(max_tokens);
+  for (int t : f.buckets()) f.set(t, a + b * t);
+  return f;
+}
+
+TEST(CostModel, BucketsInterpolateAndExtrapolate) {
+  auto f = affine(1e-3, 1e-5, 64);
+  EXPECT_EQ(f.buckets(), (std::vector<int>{1, 2, 4, 8, 16, 32, 64}));
+  for (double t : {1.0, 3.0, 5.5, 20.0, 64.0, 100.0}) EXPECT_NEAR(f.seconds(t), 1e-3 + 1e-5 * t, 1e-12) << t;
+  EXPECT_EQ(ForwardCostModel(100).buckets().back(), 100);
+  EXPECT_EQ(ForwardCostModel(1).buckets(), std::vector<int>{1});
+  EXPECT_THROW(f.set(3, 1.0), Error);
+  EXPECT_THROW(f.set(4, -1.0), Error);
+}
+
+TEST(CostModel, ObservationsMoveTheNeighbouringBucketsOnly) {
+  auto f = affine(1e-3, 0, 64);
+  for (int i = 0; i < 200; ++i) f.observe(8, 2e-3);  // bucket 8 became twice as slow
+  EXPECT_NEAR(f.seconds(8), 2e-3, 2e-5);
+  EXPECT_NEAR(f.bucket_seconds(6), 1e-3, 1e-12);  // far buckets untouched (bucket 64)
+  EXPECT_NEAR(f.seconds(1), 1e-3, 1e-12);
+  // Reads never decrease with T: bucket 64 is floored by the slower bucket 8.
+  EXPECT_NEAR(f.seconds(64), f.seconds(8), 1e-12);
+  auto fast = affine(1e-3, 0, 64);
+  fast.set(2, 0.5e-3);  // a noisy bucket cheaper than a one-token forward
+  EXPECT_NEAR(fast.seconds(2), 1e-3, 1e-12);
+  // Between buckets 8 and 16 the update is split by the interpolation weights.
+  auto g = affine(1e-3, 0, 64);
+  for (int i = 0; i < 400; ++i) g.observe(12, 3e-3);
+  EXPECT_NEAR(g.seconds(12), 3e-3, 1e-4);
+  // One stall of the machine (100x) moves a bucket by at most 4^alpha.
+  auto h = affine(1e-3, 0, 64);
+  h.observe(8, 0.1);
+  EXPECT_LE(h.seconds(8), 1e-3 * std::pow(4.0, 0.05) + 1e-12);
+  // Frozen: nothing moves.
+  auto z = affine(1e-3, 0, 64);
+  z.freeze();
+  z.observe(8, 1.0);
+  EXPECT_EQ(z.seconds(8), 1e-3);
+}
+
+TEST(CostModel, RanksTakeTheSlowestPartPlusLatency) {
+  StepCostModel c(affine(1e-3, 1e-4, 256), 4, 20e-6);
+  EXPECT_NEAR(c.step_seconds(64), 1e-3 + 1e-4 * 16 + 20e-6, 1e-12);
+  EXPECT_NEAR(c.step_seconds(1), 1e-3 + 1e-4 + 20e-6, 1e-12);
+  StepCostModel one(affine(1e-3, 1e-4, 256), 1, 20e-6);
+  EXPECT_NEAR(one.step_seconds(64), 1e-3 + 1e-4 * 64, 1e-12);  // no collective with one rank
+  // With K ranks a plan about K times larger costs what the 1-rank plan costs (plus latency).
+  EXPECT_NEAR(c.step_seconds(4 * 24), one.step_seconds(24) + 20e-6, 1e-12);
+  // Unbalanced parts (largest part 2x the mean) raise the cost; the latency tracks measurements.
+  for (int i = 0; i < 300; ++i) c.observe_parts(64, 32);
+  EXPECT_NEAR(c.imbalance(), 2.0, 0.01);
+  EXPECT_NEAR(c.part_tokens(64), 32, 1);
+  for (int i = 0; i < 300; ++i) c.observe_latency(50e-6);
+  EXPECT_NEAR(c.latency_s(), 50e-6, 1e-6);
+}
+
+TEST(AcceptanceModel, LadderAndCounterfactualBudgets) {
+  EXPECT_EQ(Strategy::geometric_ladder(0), std::vector<int>{0});
+  EXPECT_EQ(Strategy::geometric_ladder(10), (std::vector<int>{0, 1, 2, 3, 4, 6, 8, 10}));
+  EXPECT_EQ(Strategy::geometric_ladder(60, 4), (std::vector<int>{0, 4, 8, 12, 16, 24, 32, 48, 60}));
+  EXPECT_EQ(Strategy::geometric_ladder(3, 4), (std::vector<int>{0, 3}));
+  const std::vector<int> ladder{0, 1, 2, 4, 8};
+  std::vector<int> acc, nodes;
+  // Path through the verify nodes of rank 1, 2 and 5 (e.g. a second candidate): budget 4 keeps two of them.
+  accepted_by_budget(ladder, 4, {1, 2, 5}, 6, acc, nodes);
+  EXPECT_EQ(acc, (std::vector<int>{0, 1, 2, 2, 3}));
+  EXPECT_EQ(nodes, (std::vector<int>{0, 1, 2, 4, 6}));
+  accepted_by_budget(ladder, 2, {3}, 3, acc, nodes);
+  EXPECT_EQ(acc, (std::vector<int>{0, 0, 0}));
+}
+
+TEST(AcceptanceModel, BorrowsFromBelowAndFollowsChanges) {
+  AcceptanceModel m({0, 2, 4, 8}, 1.0 / 16);
+  EXPECT_EQ(m.expected_accepted(3), 0.0);
+  EXPECT_EQ(m.expected_nodes(3), 8.0);  // never planned: the budget is assumed full
+  m.observe(2, {0, 2, 3}, {0, 2, 4});
+  EXPECT_EQ(m.expected_accepted(2), 3.0);
+  EXPECT_EQ(m.expected_accepted(3), 3.0);  // level 8 never planned: borrows level 4
+  EXPECT_EQ(m.expected_nodes(2), 4.0);
+  for (int i = 0; i < 200; ++i) m.observe(3, {0, 0, 0, 0}, {0, 2, 4, 8});  // drafts stopped paying
+  EXPECT_LT(m.expected_accepted(2), 0.01);
+  EXPECT_THROW(AcceptanceModel({1, 2}), Error);
+  EXPECT_THROW(AcceptanceModel({0, 2, 2}), Error);
+  EXPECT_THROW(m.observe(4, {0}, {0}), Error);
+}
+
+// A strategy drafting a chain of `budget` tokens; the synthetic "model" accepts its first `good` tokens.
+class ChainStrategy : public Strategy {
+ public:
+  explicit ChainStrategy(int max) : max_(max) {}
+  std::string name() const override { return "chain"; }
+  void plan(const std::vector<int32_t>& seq, int, StepPlan& out) override {
+    out.reset(seq.back());
+    int p = 0;
+    for (int i = 0; i < budget_or(max_); ++i) p = out.add(100 + i, p, true);
+  }
+  void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>&, const Verdict&) override {}
+  int max_draft_budget() const override { return max_; }
+
+ private:
+  int max_;
+};
+
+// Runs `steps` synthetic steps; returns the controller's histogram.
+std::map<int, int64_t> run(DraftController& c, ChainStrategy& s, int steps, int good) {
+  std::vector<int32_t> seq{1};
+  StepPlan plan;
+  for (int i = 0; i < steps; ++i) {
+    c.choose();
+    s.plan(seq, 1000, plan);
+    Verdict v;
+    v.path.push_back(0);
+    for (int k = 1; k < plan.size() && k <= good; ++k) v.path.push_back(k);
+    c.observe(plan, v, 0.0);
+  }
+  return c.counters().budget_hist;
+}
+
+AdaptiveOptions no_host() {
+  AdaptiveOptions o;
+  o.host_overhead = false;
+  return o;
+}
+
+TEST(DraftController, FlatCostDraftsTheLargestBudget) {
+  ChainStrategy s(16);
+  StepCostModel cost(affine(1e-3, 0));
+  cost.freeze();
+  DraftController c(s, cost, no_host());
+  auto h = run(c, s, 100, 3);
+  EXPECT_EQ(h[16], 100);  // even when only 3 tokens are ever accepted: bigger costs nothing here
+  EXPECT_EQ(c.counters().plain_steps, 0);
+}
+
+TEST(DraftController, SteepCostNeverDrafts) {
+  ChainStrategy s(16);
+  ForwardCostModel f(256);
+  for (int t : f.buckets()) f.set(t, 1e-3 * t * t);  // a draft of b tokens costs more than b + 1 plain steps
+  StepCostModel cost(f);
+  DraftController c(s, cost, no_host());
+  auto h = run(c, s, 200, 16);  // whatever would be accepted
+  EXPECT_EQ(h[0], 200);
+  EXPECT_EQ(c.counters().plain_steps, 200);
+  EXPECT_EQ(c.counters().probe_steps, 0);
+}
+
+TEST(DraftController, PicksTheBudgetThatMaximisesTokensPerSecond) {
+  // cost(T) = 1 + 0.1 T (ms); the first 3 draft tokens are always accepted: budget 3 gives 4 tokens for
+  // 1.4 ms (2.86/ms), budget 4 gives 4 for 1.5 (2.67), budget 2 gives 3 for 1.3 (2.31), plain 1/1.1.
+  ChainStrategy s(16);
+  StepCostModel cost(affine(1e-3, 1e-4));
+  DraftController c(s, cost, no_host());
+  run(c, s, 300, 3);
+  const auto& h = c.counters().budget_hist;
+  EXPECT_GT(h.at(3), 250);
+  EXPECT_NEAR(c.score(3) * 1e-3, 4 / 1.4, 0.01);
+  EXPECT_EQ(c.last_budget(), 3);
+}
+
+TEST(DraftController, FallsBackToPlainAndNoticesWhenDraftsPayAgain) {
+  ChainStrategy s(8);
+  StepCostModel cost(affine(1e-3, 1e-4));
+  AdaptiveOptions o = no_host();
+  o.probe_every = 8;
+  DraftController c(s, cost, o);
+  run(c, s, 100, 8);
+  EXPECT_EQ(c.last_budget(), 8);
+  run(c, s, 400, 0);  // drafts stop paying: plain steps, except probes
+  EXPECT_EQ(c.last_budget(), 0);
+  const auto before = c.counters();
+  run(c, s, 100, 0);
+  EXPECT_GE(c.counters().plain_steps - before.plain_steps, 85);
+  EXPECT_GE(c.counters().probe_steps - before.probe_steps, 10);
+  run(c, s, 300, 8);  // they pay again: probes climb the ladder back to the top
+  EXPECT_EQ(c.last_budget(), 8);
+}
+
+// Two context classes (like prompt lookup with and without a match): drafts pay only in class 1.
+class TwoContextStrategy : public ChainStrategy {
+ public:
+  TwoContextStrategy() : ChainStrategy(8) {}
+  int draft_contexts() const override { return 2; }
+  int draft_context(const std::vector<int32_t>& seq) override { return seq.size() % 2; }
+};
+
+TEST(DraftController, StatisticsPerContextClass) {
+  TwoContextStrategy s;
+  StepCostModel cost(affine(1e-3, 1e-4));
+  DraftController c(s, cost, no_host());
+  std::vector<int32_t> seq{1};
+  StepPlan plan;
+  std::map<int, std::map<int, int>> chosen;  // context -> budget -> steps (last 200 steps)
+  for (int i = 0; i < 600; ++i) {
+    seq.push_back(i);
+    const int ctx = s.draft_context(seq);
+    const int b = c.choose(ctx);
+    s.plan(seq, 1000, plan);
+    Verdict v;
+    v.path.push_back(0);
+    for (int k = 1; k < plan.size() && ctx == 1; ++k) v.path.push_back(k);  // class 1 accepts everything
+    c.observe(plan, v, 0.0);
+    if (i >= 400) chosen[ctx][b]++;
+  }
+  EXPECT_GE(chosen[0][0], 90);  // class 0: plain (probes aside)
+  EXPECT_GE(chosen[1][8], 90);  // class 1: the largest budget
+}
+
+TEST(DraftController, HostOverheadOfALevelCounts) {
+  // A budget whose drafting costs 10 ms of host time (a draft model) is abandoned for plain steps.
+  ChainStrategy s(4);
+  StepCostModel cost(affine(1e-3, 0));
+  cost.freeze();
+  DraftController c(s, cost);
+  std::vector<int32_t> seq{1};
+  StepPlan plan;
+  for (int i = 0; i < 50; ++i) {
+    const int b = c.choose();
+    s.plan(seq, 1000, plan);
+    Verdict v;
+    v.path.push_back(0);
+    for (int k = 1; k < plan.size() && k <= 2; ++k) v.path.push_back(k);
+    c.observe(plan, v, b > 0 ? 10e-3 : 0.0);
+  }
+  EXPECT_EQ(c.last_budget(), 0);
+}
+
+}  // namespace
