@@ -7,11 +7,12 @@
 #  2. prints a strategy table for the same model on those prompts: tokens/s, S (tokens per forward), x AR, and
 #     whether the ids equal plain decoding's (lossless);
 #  3. the same table for the 260K-parameter TinyStories model in ../shared (skipped when ../shared is absent).
-# Env: MODEL (SmolLM2-135M-Instruct), STRATEGY (prompt-lookup), N (new tokens, 96), THREADS (0: libtorch default).
+# Env: MODEL (SmolLM2-135M-Instruct), STRATEGY (prompt-lookup), N (new tokens, 96), THREADS (0: libtorch default),
+# LOOKAHEAD_BIN (a built binary: skips setup; tests/scripts/test_demo.sh uses it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$ROOT/launch/setup.sh"
-BIN=$ROOT/build/lookahead
+if [ -z "${LOOKAHEAD_BIN:-}" ]; then "$ROOT/launch/setup.sh"; fi
+BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
 SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
 MODEL=${MODEL:-SmolLM2-135M-Instruct}
 STRATEGY=${STRATEGY:-prompt-lookup}
@@ -45,7 +46,7 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": f"chat-{i}", "messages": [{"role": "user", "content": c}]}) + "\n")
     f.write(json.dumps({"id": "code", "prompt": "def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists.\"\"\"\n"}) + "\n")
 PY
-table() {  # model prompts label options...
+table() {  # model prompts [label:options...]; each table overwrites the previous table's files
   local model=$1 prompts=$2; shift 2
   printf "%-15s %7s %6s %6s %9s %6s %s\n" strategy tokens steps S tokens/s "x AR" lossless
   local spec
@@ -53,7 +54,7 @@ table() {  # model prompts label options...
     local label=${spec%%:*} opts=${spec#*:}
     # shellcheck disable=SC2086
     "$BIN" generate --model "$model" --threads "$THREADS" --input "$prompts" --output "$OUT/$label.jsonl" \
-      --max-new-tokens "$N" --strategy $opts --stats-json "$OUT/$label.stats.json" --quiet
+      --max-new-tokens "$N" --strategy $opts --stats-json "$OUT/$label.stats.json" --quiet --overwrite
     python3 - "$OUT" "$label" <<'PY'
 import json, sys
 out, s = sys.argv[1], sys.argv[2]
