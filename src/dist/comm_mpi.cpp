@@ -19,14 +19,6 @@ namespace {
 constexpr int kGatherTag = 30001;  // point-to-point tags of the caller must stay below 30000
 constexpr int kBcastTag = 30002;
 
-int env_int(const char* name, int dflt) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  return end && *end == 0 ? static_cast<int>(x) : dflt;
-}
-
 // Spin (yielding) for a while, then sleep in growing steps: low latency when the answer is close, no burnt core
 // when a rank idles (e.g. workers while rank 0 plans, or everyone while one rank prefills a long prompt).
 class Backoff {

@@ -6,7 +6,6 @@
 #include "lookahead/dist/comm.h"
 
 namespace la {
-namespace {
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
@@ -15,6 +14,8 @@ int env_int(const char* name, int dflt) {
   const long x = std::strtol(v, &end, 10);
   return end && *end == 0 ? static_cast<int>(x) : dflt;
 }
+
+namespace {
 
 bool env_set(const char* name) {
   const char* v = std::getenv(name);
