@@ -25,8 +25,8 @@
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "lookahead/util/prompt_records.h"
-#include "lookahead/dist/dist_executor.h"
-#include "lookahead/dist/sim_executor.h"
+#include "lookahead/parallel/dist_executor.h"
+#include "lookahead/parallel/sim_executor.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;

@@ -1,4 +1,4 @@
-// Launcher detection (src/dist/launcher.cpp): which environments make a process one rank of an MPI job. A process
+// Launcher detection (src/parallel/launcher.cpp): which environments make a process one rank of an MPI job. A process
 // started by hand must be detected as such, so that it uses the single-process communicator and never MPI_Init.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "lookahead/dist/comm.h"
+#include "lookahead/parallel/comm.h"
 
 namespace {
 

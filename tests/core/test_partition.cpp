@@ -7,7 +7,7 @@
 #include <random>
 
 #include "lookahead/decode/executor.h"
-#include "lookahead/dist/partition.h"
+#include "lookahead/parallel/partition.h"
 #include "lookahead/util/error.h"
 
 namespace la {

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "fuzz_common.h"
-#include "lookahead/dist/wire.h"
+#include "lookahead/parallel/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace la::wire;

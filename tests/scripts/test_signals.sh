@@ -164,13 +164,15 @@ else
   echo "skip: mpirun not installed (MPI cases)"
 fi
 
-# 5. SIGINT twice: a slow request (Jacobi, 257-token steps) and a long --stop-grace would keep the first SIGINT
-# waiting for the request in flight; the second one exits at once.
+# 5. SIGINT twice: a slow request (Jacobi, 257-token steps on every step: --adaptive off, or the draft controller
+# shrinks them to plain steps and a request ends in 0.2 s) and a long --stop-grace would keep the first SIGINT
+# waiting for the request in flight; the second one exits at once. The first SIGINT goes 0.2 s after the first
+# record, so the second request has begun (a signal between two requests rightly stops at once).
 "$BIN" generate --model "$M" --input "$T/p.jsonl" --max-new-tokens 300 --strategy jacobi --jacobi-block 256 \
-  --threads 1 --stop-grace 60 --output "$T/o5.jsonl" --quiet >"$T/out" 2>"$T/err" &
+  --adaptive off --threads 1 --stop-grace 60 --output "$T/o5.jsonl" --quiet >"$T/out" 2>"$T/err" &
 JOB=$!
-for ((i = 0; i < 400; i++)); do [ "$(lines "$T/o5.jsonl")" -ge 1 ] && break; sleep 0.05; done
-kill -INT "$JOB"; sleep 0.3
+for ((i = 0; i < 1200; i++)); do [ "$(lines "$T/o5.jsonl")" -ge 1 ] && break; sleep 0.05; done
+sleep 0.2; kill -INT "$JOB"; sleep 0.3
 if kill -0 "$JOB" 2>/dev/null; then
   t0=$(now); kill -INT "$JOB"; wait "$JOB"; rc=$?; t1=$(now); JOB=""
   secs=$(elapsed "$t0" "$t1")

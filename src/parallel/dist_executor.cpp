@@ -1,6 +1,6 @@
 // DistExecutor (rank 0), run_worker (ranks > 0), the startup agreement check and the failure guard. The protocol
 // is described in dist_executor.h.
-#include "lookahead/dist/dist_executor.h"
+#include "lookahead/parallel/dist_executor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <exception>
 #include <thread>
 
-#include "lookahead/dist/wire.h"
+#include "lookahead/parallel/wire.h"
 #include "lookahead/util/error.h"
 
 namespace la {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lookahead/dist/partition.h"
+#include "lookahead/parallel/partition.h"
 #include "lookahead/model/step_model.h"
 
 namespace la::wire {

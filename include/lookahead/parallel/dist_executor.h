@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "lookahead/decode/executor.h"
-#include "lookahead/dist/comm.h"
-#include "lookahead/dist/partition.h"
+#include "lookahead/parallel/comm.h"
+#include "lookahead/parallel/partition.h"
 
 namespace la {
 

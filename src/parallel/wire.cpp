@@ -1,5 +1,5 @@
 // Command message decoding for the workers (see wire.h); moved unchanged out of run_worker.
-#include "lookahead/dist/wire.h"
+#include "lookahead/parallel/wire.h"
 
 #include <cstring>
 

@@ -3,7 +3,7 @@
 // (it costs start-up time, needs a working MPI runtime, and is impossible in builds without MPI).
 #include <cstdlib>
 
-#include "lookahead/dist/comm.h"
+#include "lookahead/parallel/comm.h"
 
 namespace la {
 

@@ -3,7 +3,7 @@
 // Cost model: a part's load is the number of tokens its replica computes besides the root (its plan size - 1)
 // plus its base load. A unit (a subtree under a top node u, with the path root..u) costs subtree(u) + depth(u)-1
 // when it lands in a part holding none of its ancestors, less the ancestors that part already holds.
-#include "lookahead/dist/partition.h"
+#include "lookahead/parallel/partition.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,6 +1,6 @@
 // SimExecutor: lookahead parallelism over K replicas in one process, run in sequence and timed (see
 // sim_executor.h for the model of a K-device step).
-#include "lookahead/dist/sim_executor.h"
+#include "lookahead/parallel/sim_executor.h"
 
 #include <algorithm>
 #include <chrono>

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <thread>
 
-#include "lookahead/dist/comm.h"
+#include "lookahead/parallel/comm.h"
 #include "lookahead/util/error.h"
 
 namespace la {

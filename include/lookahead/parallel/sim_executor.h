@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "lookahead/decode/executor.h"
-#include "lookahead/dist/partition.h"
+#include "lookahead/parallel/partition.h"
 
 namespace la {
 

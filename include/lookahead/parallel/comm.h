@@ -81,9 +81,9 @@ int rank_cuda_device(int local_rank);
 
 // The job's rank and size as the launcher announced them (Open MPI, PMIx, PMI, Slurm variables), before or
 // without MPI: -1 / 0 when not launched by one. launched_by_mpi_launcher: any of OMPI_COMM_WORLD_{SIZE,RANK},
-// PMIX_RANK, PMI_{RANK,SIZE}, SLURM_STEP_NUM_TASKS is set, or SLURM_PROCID with SLURM_NTASKS > 1 (src/dist/
+// PMIX_RANK, PMI_{RANK,SIZE}, SLURM_STEP_NUM_TASKS is set, or SLURM_PROCID with SLURM_NTASKS > 1 (src/parallel/
 // launcher.cpp, in la_core: no MPI needed to ask).
-// An integer environment variable; `dflt` when unset, empty or not a whole number (src/dist/launcher.cpp).
+// An integer environment variable; `dflt` when unset, empty or not a whole number (src/parallel/launcher.cpp).
 int env_int(const char* name, int dflt);
 int launcher_rank();
 int launcher_size();
