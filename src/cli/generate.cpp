@@ -337,8 +337,12 @@ int cmd_generate(int argc, char** argv) {
   std::unique_ptr<DraftController> controller;
   if (so.adaptive && strategy->max_draft_budget() > 0) {
     const int top = strategy->max_draft_budget();
-    cost = std::make_unique<StepCostModel>(calibrate_forward_cost(*model, 1 + top + strategy->lookahead_nodes(top)),
-                                           sim ? simulate_ranks : comm->size(), collective_latency_us * 1e-6);
+    // A one-thread CPU forward is timed on the thread's CPU clock (cost_model.h: preemption is not cost).
+    const CostClock clock = lo.device == "cpu" && lo.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
+    cost = std::make_unique<StepCostModel>(
+        calibrate_forward_cost(*model, 1 + top + strategy->lookahead_nodes(top), 3, clock),
+        sim ? simulate_ranks : comm->size(), collective_latency_us * 1e-6);
+    cost->set_clock(clock);
     (sim ? static_cast<StepExecutor&>(*sim) : exec).set_cost_model(cost.get());
     controller = std::make_unique<DraftController>(*strategy, *cost);
     gen.set_controller(controller.get());
