@@ -80,6 +80,11 @@ struct Case {
   double tol;
 };
 
+// gtest prints a failing case's parameter with this (otherwise as "80-byte object <...>").
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << " " << c.dtype << (c.graphs ? " graphs" : " eager") << " tol " << c.tol;
+}
+
 class CudaForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaForward, TreeStepsAndCommitsMatchAtenForward) {
