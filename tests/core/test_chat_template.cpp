@@ -49,10 +49,11 @@ TEST(ChatTemplate, RecognisesFormatsAndDefaultSystemPrompt) {
   for (const auto& c : fx["cases"]) {
     auto t = ChatTemplate::parse(c["template"], c["bos_token"], c["eos_token"], "fixture");
     kinds[c["template_name"]] = t.name();
-    if (c["template_name"] == "smollm2")
+    if (c["template_name"] == "smollm2") {
       EXPECT_EQ(t.default_system(), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
-    if (c["template_name"] == "qwen2") EXPECT_EQ(t.default_system(), "You are a helpful assistant.");
-    if (c["template_name"] == "chatml") EXPECT_EQ(t.default_system(), "");
+    }
+    if (c["template_name"] == "qwen2") { EXPECT_EQ(t.default_system(), "You are a helpful assistant."); }
+    if (c["template_name"] == "chatml") { EXPECT_EQ(t.default_system(), ""); }
   }
   EXPECT_EQ(kinds["smollm2"], "chatml");
   EXPECT_EQ(kinds["llama3"], "llama3");
