@@ -67,6 +67,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   const double cpu0 = thread_cpu_s();
   const int max_new = gp.max_new_tokens > 0 ? gp.max_new_tokens : cfg_.max_positions + 1 - int(prompt.size());
   StepPlan plan;
+  std::vector<int32_t> results;
   st.adaptive = controller_ != nullptr;
   if (!controller_) strategy_.set_draft_budget(-1);
   bool done = max_new <= 0;
@@ -90,7 +91,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
     plan.validate();
     LA_CHECK(plan.tokens[0] == seq.back(), "strategy ", strategy_.name(), ": plan root is not the last token");
     const auto t1 = Clock::now();
-    std::vector<int32_t> results = exec_.run(seq, plan);
+    exec_.run(seq, plan, results);
     const auto t2 = Clock::now();
     Verdict v = verifier_ ? verifier_(plan, results) : verify_plan(plan, results);
     const auto t2v = Clock::now();

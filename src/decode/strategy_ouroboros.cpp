@@ -198,11 +198,11 @@ class OuroborosStrategy final : public Strategy {
       lade_->plan(dseq_, dmax_depth, dplan_);
       dplan_.validate();
       const std::vector<int32_t> before = dseq_;
-      auto res = dexec_.run(dseq_, dplan_);
-      Verdict dv = verify_plan(dplan_, res);
+      dexec_.run(dseq_, dplan_, dres_);
+      Verdict dv = verify_plan(dplan_, dres_);
       dseq_.insert(dseq_.end(), dv.tokens.begin(), dv.tokens.end());
       dexec_.commit(dseq_, dv.path);
-      lade_->update(before, dplan_, res, dv);
+      lade_->update(before, dplan_, dres_, dv);
       ++draft_forwards_;
       draft_tokens_ += static_cast<int64_t>(dv.tokens.size());
     }
@@ -223,6 +223,7 @@ class OuroborosStrategy final : public Strategy {
   bool draft_on_ = false;
   std::vector<int32_t> dseq_;
   StepPlan dplan_;
+  std::vector<int32_t> dres_;
   int chain_len_ = 0;
   std::vector<Ext> ext_;
   int64_t draft_forwards_ = 0, draft_tokens_ = 0, proposed_ = 0, accepted_ = 0, ext_planned_ = 0,
