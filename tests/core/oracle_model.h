@@ -23,6 +23,7 @@ class OracleModel : public StepModel {
     cfg_.vocab = vocab;
     cfg_.max_positions = max_positions;
     cfg_.eos_ids = std::move(eos);
+    cache_.reserve(static_cast<size_t>(max_positions));  // commits never allocate (the allocation test)
   }
   const ModelConfig& config() const override { return cfg_; }
   int cache_len() const override { return static_cast<int>(cache_.size()); }
