@@ -1,12 +1,33 @@
 // Lookahead decoding (LADE, Fu et al. 2024): a 2D Jacobi window of N-1 levels x W columns and an n-gram pool,
 // lookahead branch and verification branch in one forward.
 //
-// Tree layout of the lookahead branch (positions follow from depth): level-0 tokens form a chain from the root
-// (column j at depth j+1); level l of column j hangs off level l-1 of column j (depth j+1+l). So token (l, j)
-// attends to the cache, the root, level 0 of columns 0..j and levels 1..l of column j: LADE's lookahead mask.
-// The outputs of the top level form the next level; column j then yields the n-gram
-// (level0[j], ..., level_{N-2}[j], new[j]) of N consecutive positions, keyed by level0[j].
-// Verification branch: up to G pool n-grams that start with the root token, each as a chain of its N-1 tokens.
+// The plan for W = 4, N = 4 (levels 0..2), G = 2, after warm-up. Nodes are named by level (a, b, c) or
+// candidate (v, w) and numbered by plan index; every window node is a lookahead node (verify 0):
+//
+//                  column 1     column 2     column 3     column 4
+//   root r0
+//   level 0        a1 --------- a2 --------- a3 --------- a4       a chain off the root: a_j at depth j
+//                  |            |            |            |
+//   level 1        b5           b6           b7           b8       b_j hangs off a_j: depth j+1
+//                  |            |            |            |
+//   level 2        c9           c10          c11          c12      c_j hangs off b_j: depth j+2
+//
+//   n-grams        r0 - v13 - v14 - v15                            the pool's n-grams keyed by r (at most G),
+//                  r0 - w16 - w17 - w18                            chains off the root, verify 1
+//
+// So token (l, j) attends to the cache, the root, level 0 of columns 1..j and levels 1..l of column j: LADE's
+// lookahead mask. The outputs of the top level (c) form the next level: column j yields the n-gram
+// (a_j, b_j, c_j, out(c_j)) of N consecutive positions, keyed by a_j, into the pool, and the window shifts up
+// (a <- b, b <- c, c <- out(c)). The verifier only follows verify nodes: at most one n-gram is accepted, N-1
+// drafts plus the model's next token. The first N-2 steps of a request fill levels 1..N-2 (warm-up).
+//
+// What the partitioner (parallel/partition.cpp) cuts from this plan: every part holds the root and whole
+// root-to-node paths, so a column travels with the level-0 prefix it hangs from (measured, partition_plan):
+//   K = 2:  part 0  r  a1 a2 a3 a4  b6 b7 b8  c10 c11 c12          (columns 2-4 with the whole chain)
+//           part 1  r  a1 b5 c9  v13 v14 v15  w16 w17 w18          (column 1, the n-grams)
+//   K = 3:  part 0  r  a1 a2 a3 a4  b7 b8  c11 c12                 part 1  r  a1 a2  b5 b6  c9 c10
+//           part 2  r  v13 v14 v15  w16 w17 w18
+// In tokens, the step is the pending chain, then the plan in index order (StepInput of LocalExecutor::run).
 #include <algorithm>
 #include <random>
 

@@ -24,6 +24,17 @@
 // C = 0): phrase [last, p_1..p_n] hangs p_1..p_n off the chain end, merged as a trie (shared prefixes share nodes),
 // verify=1, cut at max_depth. Phrases holding tokens outside the vocabulary are skipped.
 //
+// The target's plan for gamma = 4 and K = 2 extensions, pool phrases [d4 p q] and [d4 s t] keyed by the
+// chain's last token; every node is a verify node, numbered by plan index (depth = distance from r0):
+//
+//   r0 - d1 - d2 - d3 - d4 - p5 - q6        the draft chain, then the first extension off its end
+//                          \
+//                           s7 - t8         the second extension (a phrase [d4 p x] would add only x under p5)
+//
+// What the partitioner (parallel/partition.cpp) cuts, K = 2 (measured, partition_plan): part 0 = r0 d1..d4 p5 q6,
+// part 1 = r0 d1..d4 s7 t8: the chain is the ancestor path of both extensions, so both parts compute it. The
+// draft model's own steps are LADE plans (the diagram in strategy_lade.cpp) on the draft's replica only.
+//
 // Pool updates after verification (r[i] = the target's result at plan node i, m = accepted draft tokens):
 //   * m < C (mismatch inside the draft): insert [r[m], r[m+1], ..., r[C]]: the correction token followed by the
 //     target's results at the rejected draft nodes m+1..C (C-m+1 tokens, keyed by the correction token).
