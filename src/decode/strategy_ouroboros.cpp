@@ -27,9 +27,9 @@
 // The target's plan for gamma = 4 and K = 2 extensions, pool phrases [d4 p q] and [d4 s t] keyed by the
 // chain's last token; every node is a verify node, numbered by plan index (depth = distance from r0):
 //
-//   r0 - d1 - d2 - d3 - d4 - p5 - q6        the draft chain, then the first extension off its end
-//                          \
-//                           s7 - t8         the second extension (a phrase [d4 p x] would add only x under p5)
+//   r0 - d1 - d2 - d3 - d4 - p5 - q6       the draft chain, then the first extension off its end
+//                         |
+//                         +- s7 - t8       the second extension (a phrase [d4 p x] would add only x under p5)
 //
 // What the partitioner (parallel/partition.cpp) cuts, K = 2 (measured, partition_plan): part 0 = r0 d1..d4 p5 q6,
 // part 1 = r0 d1..d4 s7 t8: the chain is the ancestor path of both extensions, so both parts compute it. The
