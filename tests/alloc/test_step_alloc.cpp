@@ -118,3 +118,9 @@ TEST(StepAllocations, TrieStepsAllocateNothing) {
   o.name = "trie";
   expect_no_allocation(o);
 }
+
+TEST(StepAllocations, PromptLookupStepsAllocateNothing) {
+  la::StrategyOptions o;
+  o.name = "prompt-lookup";
+  expect_no_allocation(o);
+}
