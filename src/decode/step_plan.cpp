@@ -34,25 +34,26 @@ void StepPlan::validate() const {
 }
 
 Verdict verify_plan(const StepPlan& plan, const std::vector<int32_t>& results) {
+  Verdict v;
+  verify_plan(plan, results, v);
+  return v;
+}
+
+void verify_plan(const StepPlan& plan, const std::vector<int32_t>& results, Verdict& v) {
   LA_CHECK(results.size() == plan.tokens.size(), "verify: ", results.size(), " results for ", plan.tokens.size(),
            " plan nodes");
-  // children lists of verify nodes, in plan order (the first matching child wins; duplicates are harmless).
+  // A child always comes after its parent, so the children of `cur` are found by scanning forward from it in
+  // plan order: O(nodes x accepted) without any index to build.
   const int n = plan.size();
-  std::vector<int32_t> first_child(n, -1), next_sibling(n, -1), last_child(n, -1);
-  for (int i = 1; i < n; ++i) {
-    if (!plan.verify[i]) continue;
-    const int p = plan.parents[i];
-    if (last_child[p] < 0) first_child[p] = i; else next_sibling[last_child[p]] = i;
-    last_child[p] = i;
-  }
-  Verdict v;
+  v.path.clear();
+  v.tokens.clear();
   int cur = 0;
   v.path.push_back(0);
   for (;;) {
     const int32_t want = results[cur];
     int next = -1;
-    for (int c = first_child[cur]; c >= 0; c = next_sibling[c]) {
-      if (plan.tokens[c] == want) { next = c; break; }
+    for (int c = cur + 1; c < n; ++c) {
+      if (plan.parents[c] == cur && plan.verify[c] && plan.tokens[c] == want) { next = c; break; }
     }
     if (next < 0) break;
     v.path.push_back(next);
@@ -60,7 +61,6 @@ Verdict verify_plan(const StepPlan& plan, const std::vector<int32_t>& results) {
     cur = next;
   }
   v.tokens.push_back(results[cur]);
-  return v;
 }
 
 }  // namespace la

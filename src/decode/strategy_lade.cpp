@@ -1,12 +1,33 @@
 // Lookahead decoding (LADE, Fu et al. 2024): a 2D Jacobi window of N-1 levels x W columns and an n-gram pool,
 // lookahead branch and verification branch in one forward.
 //
-// Tree layout of the lookahead branch (positions follow from depth): level-0 tokens form a chain from the root
-// (column j at depth j+1); level l of column j hangs off level l-1 of column j (depth j+1+l). So token (l, j)
-// attends to the cache, the root, level 0 of columns 0..j and levels 1..l of column j: LADE's lookahead mask.
-// The outputs of the top level form the next level; column j then yields the n-gram
-// (level0[j], ..., level_{N-2}[j], new[j]) of N consecutive positions, keyed by level0[j].
-// Verification branch: up to G pool n-grams that start with the root token, each as a chain of its N-1 tokens.
+// The plan for W = 4, N = 4 (levels 0..2), G = 2, after warm-up. Nodes are named by level (a, b, c) or
+// candidate (v, w) and numbered by plan index; every window node is a lookahead node (verify 0):
+//
+//                  column 1     column 2     column 3     column 4
+//   root r0
+//   level 0        a1 --------- a2 --------- a3 --------- a4       a chain off the root: a_j at depth j
+//                  |            |            |            |
+//   level 1        b5           b6           b7           b8       b_j hangs off a_j: depth j+1
+//                  |            |            |            |
+//   level 2        c9           c10          c11          c12      c_j hangs off b_j: depth j+2
+//
+//   n-grams        r0 - v13 - v14 - v15                            the pool's n-grams keyed by r (at most G),
+//                  r0 - w16 - w17 - w18                            chains off the root, verify 1
+//
+// So token (l, j) attends to the cache, the root, level 0 of columns 1..j and levels 1..l of column j: LADE's
+// lookahead mask. The outputs of the top level (c) form the next level: column j yields the n-gram
+// (a_j, b_j, c_j, out(c_j)) of N consecutive positions, keyed by a_j, into the pool, and the window shifts up
+// (a <- b, b <- c, c <- out(c)). The verifier only follows verify nodes: at most one n-gram is accepted, N-1
+// drafts plus the model's next token. The first N-2 steps of a request fill levels 1..N-2 (warm-up).
+//
+// What the partitioner (parallel/partition.cpp) cuts from this plan: every part holds the root and whole
+// root-to-node paths, so a column travels with the level-0 prefix it hangs from (measured, partition_plan):
+//   K = 2:  part 0  r  a1 a2 a3 a4  b6 b7 b8  c10 c11 c12          (columns 2-4 with the whole chain)
+//           part 1  r  a1 b5 c9  v13 v14 v15  w16 w17 w18          (column 1, the n-grams)
+//   K = 3:  part 0  r  a1 a2 a3 a4  b7 b8  c11 c12                 part 1  r  a1 a2  b5 b6  c9 c10
+//           part 2  r  v13 v14 v15  w16 w17 w18
+// In tokens, the step is the pending chain, then the plan in index order (StepInput of LocalExecutor::run).
 #include <algorithm>
 #include <random>
 
@@ -21,43 +42,44 @@ class LadeStrategy final : public Strategy {
  public:
   explicit LadeStrategy(const StrategyOptions& o)
       : W_(o.window), N_(o.ngram), G_(o.guesses), from_prompt_(o.pool_from_prompt), rng_(o.seed),
-        pool_(o.ngram, o.guesses) {}
+        pool_(o.ngram, o.guesses), window_(static_cast<size_t>(o.ngram - 1) * o.window, 0),
+        idx_(static_cast<size_t>(o.ngram - 1) * o.window, -1), cands_(static_cast<size_t>(o.guesses) * (o.ngram - 1)),
+        gram_(o.ngram) {}
   std::string name() const override { return "lade"; }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
-    levels_.clear();
     std::uniform_int_distribution<size_t> d(0, prompt.size() - 1);
-    std::vector<int32_t> l0(W_);
-    for (auto& t : l0) t = prompt[d(rng_)];
-    levels_.push_back(std::move(l0));
+    for (int j = 0; j < W_; ++j) lv(0, j) = prompt[d(rng_)];
+    levels_ = 1;
     if (from_prompt_) pool_.insert_sequence(prompt);
   }
 
   void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) override {
     out.reset(seq.back());
-    const int levels = static_cast<int>(levels_.size());
+    const int levels = levels_;
     const int budget = budget_or(G_ * (N_ - 1));
     const int cols = draft_budget() < 0 ? W_ : window_columns(budget);
-    idx_.assign(levels, std::vector<int32_t>(W_, -1));
+    idx_.assign(static_cast<size_t>(N_ - 1) * W_, -1);  // sized once: assign() keeps the capacity
     // level 0: chain (columns 0..cols-1; the columns beyond keep their state for when the window grows again)
     int parent = 0;
     for (int j = 0; j < cols && j + 1 <= max_depth; ++j) {
-      parent = out.add(levels_[0][j], parent, false);
-      idx_[0][j] = parent;
+      parent = out.add(lv(0, j), parent, false);
+      node(0, j) = parent;
     }
     for (int l = 1; l < levels; ++l)
       for (int j = 0; j < cols; ++j) {
-        if (idx_[l - 1][j] < 0 || j + 1 + l > max_depth) continue;
-        idx_[l][j] = out.add(levels_[l][j], idx_[l - 1][j], false);
+        if (node(l - 1, j) < 0 || j + 1 + l > max_depth) continue;
+        node(l, j) = out.add(lv(l, j), node(l - 1, j), false);
       }
     // verification candidates: the first `budget` verify nodes of the pool's candidates, in the pool's order
     if (G_ > 0 && budget > 0) {
       int left = budget;
-      for (const auto& cand : pool_.lookup(seq.back(), G_)) {
+      cands_.clear();
+      const int count = pool_.lookup_into(seq.back(), G_, cands_);
+      for (int c = 0; c < count && left > 0; ++c) {
+        const int32_t* cand = cands_.data() + static_cast<size_t>(c) * (N_ - 1);
         int p = 0;
-        for (int i = 0; i < static_cast<int>(cand.size()) && i + 1 <= max_depth && left > 0; ++i, --left)
-          p = out.add(cand[i], p, true);
-        if (left <= 0) break;
+        for (int i = 0; i < N_ - 1 && i + 1 <= max_depth && left > 0; ++i, --left) p = out.add(cand[i], p, true);
       }
     }
   }
@@ -67,21 +89,21 @@ class LadeStrategy final : public Strategy {
   // limit) keep their Jacobi state unchanged, so a window that shrinks and grows again resumes where it was.
   void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>& results,
               const Verdict&) override {
-    const int top = static_cast<int>(levels_.size()) - 1;
-    fresh_.resize(W_);
-    for (int j = 0; j < W_; ++j) fresh_[j] = idx_[top][j] >= 0 ? results[idx_[top][j]] : levels_[top][j];
-    if (static_cast<int>(levels_.size()) < N_ - 1) {  // warm-up: fill the levels (columns not run repeat their top)
-      levels_.push_back(fresh_);
+    const int top = levels_ - 1;
+    if (levels_ < N_ - 1) {  // warm-up: fill the next level (columns not run repeat their top)
+      for (int j = 0; j < W_; ++j) lv(top + 1, j) = node(top, j) >= 0 ? results[node(top, j)] : lv(top, j);
+      ++levels_;
       return;
     }
-    std::vector<int32_t> gram(N_);
+    gram_.resize(N_);
     for (int j = 0; j < W_; ++j) {
-      if (idx_[top][j] < 0) continue;
-      for (int l = 0; l < N_ - 1; ++l) gram[l] = levels_[l][j];
-      gram[N_ - 1] = fresh_[j];
-      pool_.insert(gram);
-      for (int l = 0; l < top; ++l) levels_[l][j] = levels_[l + 1][j];
-      levels_[top][j] = fresh_[j];
+      if (node(top, j) < 0) continue;
+      const int32_t fresh = results[node(top, j)];
+      for (int l = 0; l < N_ - 1; ++l) gram_[l] = lv(l, j);
+      gram_[N_ - 1] = fresh;
+      pool_.insert(gram_.data());
+      for (int l = 0; l < top; ++l) lv(l, j) = lv(l + 1, j);
+      lv(top, j) = fresh;
     }
   }
 
@@ -94,8 +116,8 @@ class LadeStrategy final : public Strategy {
   int draft_contexts() const override { return 4; }
   int draft_context(const std::vector<int32_t>& seq) override {
     if (G_ <= 0 || seq.empty()) return 0;
-    scratch_.clear();
-    return std::min(3, pool_.lookup_into(seq.back(), std::min(G_, 3), scratch_));
+    cands_.clear();
+    return std::min(3, pool_.lookup_into(seq.back(), std::min(G_, 3), cands_));
   }
   int lookahead_nodes(int budget) const override {
     return window_columns(std::min(budget, max_draft_budget())) * (N_ - 1);  // levels once warmed up
@@ -110,9 +132,14 @@ class LadeStrategy final : public Strategy {
   bool from_prompt_;
   std::mt19937_64 rng_;
   NgramPool pool_;
-  std::vector<std::vector<int32_t>> levels_;
-  std::vector<std::vector<int32_t>> idx_;
-  std::vector<int32_t> fresh_, scratch_;
+  // The window, flat and sized once: level l of column j at [l * W + j] (window_), its plan node in the current
+  // plan or -1 (idx_); levels_ levels are filled (N-1 after warm-up).
+  std::vector<int32_t> window_, idx_;
+  int levels_ = 0;
+  std::vector<int32_t> cands_, gram_;  // pool candidates (flat, N-1 tokens each) and the n-gram harvested
+
+  int32_t& lv(int l, int j) { return window_[static_cast<size_t>(l) * W_ + j]; }
+  int32_t& node(int l, int j) { return idx_[static_cast<size_t>(l) * W_ + j]; }
 
   int window_columns(int budget) const {
     if (budget <= 0 || G_ <= 0) return 0;

@@ -3,17 +3,18 @@
 //
 // Draft side. The draft model runs LADE (make_lade_strategy with window/ngram/guesses = draft_window/draft_ngram/
 // draft_guesses) through its own LocalExecutor with greedy sampling: plan -> run -> verify_plan -> commit, so one
-// draft forward can yield several tokens. The draft keeps its own sequence `dseq_` (the target's sequence plus the
-// tokens it drafted ahead) and its LADE window continues across rounds of a request.
+// draft forward can yield several tokens (its own StepLoop, the one every generation uses). The draft keeps its own
+// sequence `dseq` (the loop's: the target's sequence plus the tokens it drafted ahead) and its LADE window
+// continues across rounds of a request.
 //
 // Sync (start of every target step, `seq` = the target's sequence):
-//   * seq is a prefix of dseq_ (the target accepted everything proposed and its next token equals the draft's next
-//     drafted token, e.g. tokens drafted beyond gamma): dseq_ and the draft cache are kept;
-//   * otherwise L = longest common prefix of dseq_ and seq; the draft cache is truncated to
-//     min(cache_len, L, seq.size()-1) tokens and dseq_ = seq. The draft cache then holds dseq_[0, C) and the
-//     LocalExecutor re-feeds the pending chain dseq_[C, size) in front of the next draft plan.
-//   The draft then runs forwards until dseq_ holds gamma tokens beyond seq (at most the target's max_depth), it
-//   drafted an eos, or its own context is full: a draft forward runs only while dseq_.size() <= the draft's
+//   * seq is a prefix of dseq (the target accepted everything proposed and its next token equals the draft's next
+//     drafted token, e.g. tokens drafted beyond gamma): dseq and the draft cache are kept;
+//   * otherwise L = longest common prefix of dseq and seq; the draft cache is truncated to
+//     min(cache_len, L, seq.size()-1) tokens and dseq = seq. The draft cache then holds dseq[0, C) and the
+//     LocalExecutor re-feeds the pending chain dseq[C, size) in front of the next draft plan.
+//   The draft then runs forwards until dseq holds gamma tokens beyond seq (at most the target's max_depth), it
+//   drafted an eos, or its own context is full: a draft forward runs only while dseq.size() <= the draft's
 //   max_positions (the LADE plan depth is capped so no draft node reaches position max_positions). Past that the
 //   draft proposes nothing for the rest of the request (the target continues; extensions still apply, keyed by
 //   the root). A prompt longer than the draft's context disables the draft for the request.
@@ -22,6 +23,17 @@
 // end node up to K = `extensions` phrases from the pool that start with the chain's last token (the root when
 // C = 0): phrase [last, p_1..p_n] hangs p_1..p_n off the chain end, merged as a trie (shared prefixes share nodes),
 // verify=1, cut at max_depth. Phrases holding tokens outside the vocabulary are skipped.
+//
+// The target's plan for gamma = 4 and K = 2 extensions, pool phrases [d4 p q] and [d4 s t] keyed by the
+// chain's last token; every node is a verify node, numbered by plan index (depth = distance from r0):
+//
+//   r0 - d1 - d2 - d3 - d4 - p5 - q6       the draft chain, then the first extension off its end
+//                         |
+//                         +- s7 - t8       the second extension (a phrase [d4 p x] would add only x under p5)
+//
+// What the partitioner (parallel/partition.cpp) cuts, K = 2 (measured, partition_plan): part 0 = r0 d1..d4 p5 q6,
+// part 1 = r0 d1..d4 s7 t8: the chain is the ancestor path of both extensions, so both parts compute it. The
+// draft model's own steps are LADE plans (the diagram in strategy_lade.cpp) on the draft's replica only.
 //
 // Pool updates after verification (r[i] = the target's result at plan node i, m = accepted draft tokens):
 //   * m < C (mismatch inside the draft): insert [r[m], r[m+1], ..., r[C]]: the correction token followed by the
@@ -36,6 +48,7 @@
 #include <algorithm>
 
 #include "lookahead/decode/executor.h"
+#include "lookahead/decode/step_loop.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/draft/phrase_pool.h"
 #include "lookahead/model/step_model.h"
@@ -57,6 +70,7 @@ class OuroborosStrategy final : public Strategy {
     lo.guesses = o.draft_guesses;
     lo.pool_from_prompt = false;
     lade_ = make_lade_strategy(lo);
+    dloop_ = std::make_unique<StepLoop>(dexec_, *lade_, draft_.config());
     if (!pool_state_.empty() && file_exists(pool_state_)) pool_.load(pool_state_);
   }
 
@@ -68,12 +82,11 @@ class OuroborosStrategy final : public Strategy {
   void begin_request(const std::vector<int32_t>& prompt) override {
     const auto& dc = draft_.config();
     draft_on_ = !prompt.empty() && static_cast<int>(prompt.size()) <= dc.max_positions;
-    dseq_.clear();
     if (!draft_on_) return;
     SampleParams sp;  // greedy
-    dexec_.begin(prompt, sp);
-    lade_->begin_request(prompt);
-    dseq_ = prompt;
+    // No eos stop and no length limit: the draft runs ahead of the target (run_draft bounds it); its context
+    // bounds the plans' depth.
+    dloop_->begin(prompt, sp, StepLimits{dc.max_positions, -1, false});
   }
 
   void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) override {
@@ -81,15 +94,15 @@ class OuroborosStrategy final : public Strategy {
     chain_len_ = 0;
     ext_.clear();
     const auto& dc = draft_.config();
-    std::vector<int32_t> draft;
     // Budget (adaptive drafting): the draft chain first (gamma' = min(gamma, budget) tokens, so a small budget
     // also runs the draft model less), then extension nodes while the budget lasts.
     int left = budget_or(max_draft_budget());
     const int want = std::min({gamma_, max_depth, left});
-    if (draft_on_ && want > 0) draft = run_draft(seq, want);
+    chain_.clear();
+    if (draft_on_ && want > 0) run_draft(seq, want);
     int parent = 0;
-    for (int32_t t : draft) parent = out.add(t, parent, true);
-    chain_len_ = static_cast<int>(draft.size());
+    for (int32_t t : chain_) parent = out.add(t, parent, true);
+    chain_len_ = static_cast<int>(chain_.size());
     proposed_ += chain_len_;
     left -= chain_len_;
     if (K_ <= 0 || left <= 0) return;
@@ -175,54 +188,44 @@ class OuroborosStrategy final : public Strategy {
     std::vector<int32_t> nodes;   // plan nodes of phrase[1..]
   };
 
-  // Syncs the draft with `seq` and returns up to `want` draft tokens following seq.
-  std::vector<int32_t> run_draft(const std::vector<int32_t>& seq, int want) {
+  // Syncs the draft with `seq` and leaves up to `want` draft tokens following seq in chain_.
+  void run_draft(const std::vector<int32_t>& seq, int want) {
     const auto& dc = draft_.config();
+    std::vector<int32_t>& dseq = dloop_->seq();
     const size_t S = seq.size();
     size_t L = 0;
-    while (L < S && L < dseq_.size() && dseq_[L] == seq[L]) ++L;
-    if (L < S) {  // seq is not a prefix of dseq_: roll the draft back to the common prefix
+    while (L < S && L < dseq.size() && dseq[L] == seq[L]) ++L;
+    if (L < S) {  // seq is not a prefix of dseq: roll the draft back to the common prefix
       const int keep = std::min<int>({draft_.cache_len(), static_cast<int>(L), static_cast<int>(S) - 1});
       if (keep < draft_.cache_len()) draft_.truncate(keep);
-      dseq_ = seq;
+      dseq = seq;
     }
     auto drafted_eos = [&] {
-      for (size_t i = S; i < dseq_.size(); ++i)
-        if (dc.is_eos(dseq_[i])) return true;
+      for (size_t i = S; i < dseq.size(); ++i)
+        if (dc.is_eos(dseq[i])) return true;
       return false;
     };
-    while (static_cast<int>(dseq_.size() - S) < want && static_cast<int>(dseq_.size()) <= dc.max_positions &&
+    while (static_cast<int>(dseq.size() - S) < want && static_cast<int>(dseq.size()) <= dc.max_positions &&
            !drafted_eos()) {
-      const int root_pos = static_cast<int>(dseq_.size()) - 1;
-      const int dmax_depth = dc.max_positions - 1 - root_pos;
-      lade_->plan(dseq_, dmax_depth, dplan_);
-      dplan_.validate();
-      const std::vector<int32_t> before = dseq_;
-      auto res = dexec_.run(dseq_, dplan_);
-      Verdict dv = verify_plan(dplan_, res);
-      dseq_.insert(dseq_.end(), dv.tokens.begin(), dv.tokens.end());
-      dexec_.commit(dseq_, dv.path);
-      lade_->update(before, dplan_, res, dv);
+      draft_tokens_ += dloop_->step();
       ++draft_forwards_;
-      draft_tokens_ += static_cast<int64_t>(dv.tokens.size());
     }
-    std::vector<int32_t> out;
-    for (size_t i = S; i < dseq_.size() && static_cast<int>(out.size()) < want; ++i) {
-      out.push_back(dseq_[i]);
-      if (dc.is_eos(dseq_[i])) break;
+    chain_.clear();
+    for (size_t i = S; i < dseq.size() && static_cast<int>(chain_.size()) < want; ++i) {
+      chain_.push_back(dseq[i]);
+      if (dc.is_eos(dseq[i])) break;
     }
-    return out;
   }
 
   StepModel& draft_;
   LocalExecutor dexec_;
   std::unique_ptr<Strategy> lade_;
+  std::unique_ptr<StepLoop> dloop_;  // the draft model's steps; its seq() is the draft sequence
   int gamma_, K_;
   std::string pool_state_;
   PhrasePool pool_;
   bool draft_on_ = false;
-  std::vector<int32_t> dseq_;
-  StepPlan dplan_;
+  std::vector<int32_t> chain_;  // the draft chain of the current target step
   int chain_len_ = 0;
   std::vector<Ext> ext_;
   int64_t draft_forwards_ = 0, draft_tokens_ = 0, proposed_ = 0, accepted_ = 0, ext_planned_ = 0,

@@ -26,11 +26,11 @@ class PromptLookupStrategy : public Strategy {
     ++steps_;
     const int k = std::min(budget_or(num_tokens_), max_depth);
     if (k <= 0) return;
-    const auto chain = index_.propose(seq, k);
+    index_.propose_into(seq.data(), seq.size(), k, chain_);
     int32_t parent = 0;
-    for (int32_t t : chain) parent = out.add(t, parent, true);
-    if (!chain.empty()) ++hits_;
-    proposed_ += chain.size();
+    for (int32_t t : chain_) parent = out.add(t, parent, true);
+    if (!chain_.empty()) ++hits_;
+    proposed_ += chain_.size();
   }
 
   void update(const std::vector<int32_t>& seq, const StepPlan& plan, const std::vector<int32_t>& results,
@@ -46,7 +46,8 @@ class PromptLookupStrategy : public Strategy {
   int draft_contexts() const override { return 5; }
   int draft_context(const std::vector<int32_t>& seq) override {
     if (num_tokens_ <= 0 || seq.empty()) return 0;
-    return index_.propose(seq, 1).empty() ? 0 : std::min(4, index_.last_match_length());
+    index_.propose_into(seq.data(), seq.size(), 1, chain_);
+    return chain_.empty() ? 0 : std::min(4, index_.last_match_length());
   }
 
   std::map<std::string, double> counters() const override {
@@ -59,6 +60,7 @@ class PromptLookupStrategy : public Strategy {
  private:
   int num_tokens_;
   PromptLookup index_;
+  std::vector<int32_t> chain_;  // the proposal, reused across steps
   uint64_t steps_ = 0, hits_ = 0, proposed_ = 0, accepted_ = 0;
 };
 

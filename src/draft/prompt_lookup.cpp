@@ -44,10 +44,16 @@ void PromptLookup::extend(const int32_t* ctx, size_t n) {
 }
 
 std::vector<int32_t> PromptLookup::propose(const int32_t* ctx, size_t n, int k) {
-  last_match_ = 0;
   std::vector<int32_t> out;
+  propose_into(ctx, n, k, out);
+  return out;
+}
+
+void PromptLookup::propose_into(const int32_t* ctx, size_t n, int k, std::vector<int32_t>& out) {
+  last_match_ = 0;
+  out.clear();
   extend(ctx, n);
-  if (k <= 0 || n < 2) return out;
+  if (k <= 0 || n < 2) return;
   // Suffix hashes for lengths 1..max_n, built backwards from the end like the index.
   uint64_t hs[64];
   const int top = std::min<int>(max_n_, static_cast<int>(std::min<size_t>(n - 1, 64)));
@@ -66,9 +72,8 @@ std::vector<int32_t> PromptLookup::propose(const int32_t* ctx, size_t n, int k) 
     const size_t end = std::min(n, p + static_cast<size_t>(k));
     out.assign(ctx + p, ctx + end);
     last_match_ = len;
-    return out;
+    return;
   }
-  return out;
 }
 
 }  // namespace la

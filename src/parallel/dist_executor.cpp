@@ -86,7 +86,7 @@ void DistExecutor::begin(const std::vector<int32_t>& prompt, const SampleParams&
   ++counters_.requests;
 }
 
-std::vector<int32_t> DistExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan) {
+void DistExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) {
   const auto t0 = Clock::now();
   LA_CHECK(in_request_, "DistExecutor: run outside begin/end");
   LA_CHECK(!seq.empty() && !plan.tokens.empty() && plan.tokens[0] == seq.back(),
@@ -101,10 +101,9 @@ std::vector<int32_t> DistExecutor::run(const std::vector<int32_t>& seq, const St
   parts_ = partition_plan(plan, k_, base);
   run_seq_size_ = S;
 
-  std::vector<int32_t> results;
   if (k_ == 1) {
     const auto tf = Clock::now();
-    results = local_.run(seq, plan);
+    local_.run(seq, plan, results);
     rec.forward_ms = {static_cast<float>(since(tf) * 1e3)};
     rec.part_nodes = {plan.size()};
     rec.step_tokens = {local_.last_step_tokens()};
@@ -151,7 +150,8 @@ std::vector<int32_t> DistExecutor::run(const std::vector<int32_t>& seq, const St
     rec.broadcast_ms = static_cast<float>(since(tb) * 1e3);
 
     const auto tf = Clock::now();
-    auto own = local_.run(seq, parts_[0].plan);
+    std::vector<int32_t> own;
+    local_.run(seq, parts_[0].plan, own);
     const double f0 = since(tf);
     const auto tg = Clock::now();
     auto replies = comm_.gather({}, opt_.rank_timeout_s);
@@ -203,7 +203,6 @@ std::vector<int32_t> DistExecutor::run(const std::vector<int32_t>& seq, const St
   counters_.gather_wait_seconds += rec.gather_wait_ms * 1e-3;
   counters_.run_seconds += rec.wall_ms * 1e-3;
   if (opt_.record_steps) records_.push_back(std::move(rec));
-  return results;
 }
 
 void DistExecutor::commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) {
@@ -279,7 +278,8 @@ void run_worker(Comm& comm, LocalExecutor& local, const DistOptions& opt) {
         PlanPart part = read_part(rd, seq, me, comm.size());
         const int cache_before = local.model().cache_len();
         const auto tf = Clock::now();
-        auto res = local.run(seq, part.plan);
+        std::vector<int32_t> res;
+        local.run(seq, part.plan, res);
         const double f = since(tf);
         std::vector<int32_t> reply;
         reply.reserve(kReplyHead + res.size());

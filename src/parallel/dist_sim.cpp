@@ -56,7 +56,7 @@ void SimExecutor::begin(const std::vector<int32_t>& prompt, const SampleParams& 
   ++counters_.requests;
 }
 
-std::vector<int32_t> SimExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan) {
+void SimExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) {
   const auto t0 = Clock::now();
   LA_CHECK(in_request_, "SimExecutor: run outside begin/end");
   LA_CHECK(!seq.empty() && !plan.tokens.empty() && plan.tokens[0] == seq.back(),
@@ -68,12 +68,11 @@ std::vector<int32_t> SimExecutor::run(const std::vector<int32_t>& seq, const Ste
   rec.step_tokens.assign(k_, 0);
   rec.forward_ms.assign(k_, 0.f);
 
-  std::vector<int32_t> results;
   std::vector<double> f(k_, 0.0);
   if (k_ == 1) {
     parts_.assign(1, PlanPart{plan, {}});
     const auto tf = Clock::now();
-    results = ex_[0]->run(seq, plan);
+    ex_[0]->run(seq, plan, results);
     f[0] = since(tf);
     rec.part_nodes[0] = plan.size();
     rec.step_tokens[0] = ex_[0]->last_step_tokens();
@@ -85,7 +84,7 @@ std::vector<int32_t> SimExecutor::run(const std::vector<int32_t>& seq, const Ste
     std::vector<std::vector<int32_t>> per(k_);
     for (int r = 0; r < k_; ++r) {
       const auto tf = Clock::now();
-      per[r] = ex_[r]->run(seq, parts_[r].plan);
+      ex_[r]->run(seq, parts_[r].plan, per[r]);
       f[r] = since(tf);
       rec.part_nodes[r] = parts_[r].plan.size();
       rec.step_tokens[r] = ex_[r]->last_step_tokens();
@@ -115,7 +114,6 @@ std::vector<int32_t> SimExecutor::run(const std::vector<int32_t>& seq, const Ste
   counters_.run_seconds += rec.wall_ms * 1e-3;
   account(f);
   if (record_) records_.push_back(std::move(rec));
-  return results;
 }
 
 void SimExecutor::commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) {

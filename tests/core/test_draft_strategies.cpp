@@ -1,5 +1,6 @@
 // Tests of the trie and prompt-lookup strategies: plan validity and bounds, and lossless decoding against a fake
-// deterministic model (next token = table[previous token][token]) across many requests in one strategy object.
+// deterministic model (next token = table[previous token][token]) across many requests in one strategy object,
+// through the real step loop (StepLoop, LocalExecutor) over an oracle model.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,9 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "lookahead/decode/executor.h"
+#include "lookahead/decode/step_loop.h"
 #include "lookahead/decode/step_plan.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/util/error.h"
+#include "oracle_model.h"
 
 namespace fs = std::filesystem;
 using V = std::vector<int32_t>;
@@ -39,37 +43,35 @@ struct LoopStats {
   long steps = 0, tokens = 0, max_draft = 0;
 };
 
-// One request decoded through the strategy with the verifier; every plan is checked.
+// One request decoded through the strategy by the real step loop (LocalExecutor over an oracle model that
+// answers with the fake model's table along each node's ancestor chain); every plan is checked. The context is
+// prompt + max_new - 1 positions, so plans never reach past the request's last token.
 V decode(la::Strategy& s, const FakeModel& m, const V& prompt, int max_new, int decoding_length, LoopStats& st) {
-  V seq = prompt;
-  s.begin_request(prompt);
-  int gen = 0;
-  while (gen < max_new) {
-    const int max_depth = max_new - gen - 1;
-    la::StepPlan plan;
-    s.plan(seq, max_depth, plan);
+  la::test::OracleModel om(m.vocab, static_cast<int>(prompt.size()) + max_new - 1, [&m](const V& c) {
+    return m.next(c.size() >= 2 ? c[c.size() - 2] : 0, c.back());
+  });
+  la::LocalExecutor ex(om);
+  la::StepLoop loop(ex, s, om.config());
+  loop.begin(prompt, la::SampleParams{}, la::StepLimits{om.config().max_positions, max_new, false});
+  while (!loop.done()) {
+    const int gen = loop.generated();
+    loop.step();
+    const la::StepPlan& plan = loop.plan();
+    const int max_depth = loop.max_depth();
+    EXPECT_EQ(max_depth, max_new - gen - 1);
     EXPECT_NO_THROW(plan.validate());
-    EXPECT_EQ(plan.tokens[0], seq.back());
+    EXPECT_EQ(plan.tokens[0], loop.seq()[prompt.size() + gen - 1]);
     EXPECT_EQ(plan.num_lookahead(), 0);
     EXPECT_LE(plan.num_draft(), decoding_length);
     for (int d : plan.depths()) EXPECT_LE(d, max_depth);
     st.max_draft = std::max<long>(st.max_draft, plan.num_draft());
-    std::vector<int32_t> results(plan.tokens.size());
-    for (int i = 0; i < plan.size(); ++i) {
-      const int32_t prev = i == 0 ? (seq.size() >= 2 ? seq[seq.size() - 2] : 0) : plan.tokens[plan.parents[i]];
-      results[i] = m.next(prev, plan.tokens[i]);
-    }
-    const la::Verdict v = la::verify_plan(plan, results);
-    EXPECT_LE(static_cast<int>(v.tokens.size()), max_new - gen);
-    s.update(seq, plan, results, v);
-    seq.insert(seq.end(), v.tokens.begin(), v.tokens.end());
-    gen += static_cast<int>(v.tokens.size());
+    EXPECT_LE(static_cast<int>(loop.verdict().tokens.size()), max_new - gen);
     ++st.steps;
     if (::testing::Test::HasFailure()) break;
   }
-  st.tokens += gen;
-  s.end_request(seq);
-  return seq;
+  st.tokens += loop.generated();
+  loop.end();
+  return loop.seq();
 }
 
 std::vector<V> make_prompts(int count, int vocab, uint32_t seed) {

@@ -13,28 +13,34 @@ namespace {
 struct Case {
   std::string label;
   StrategyOptions opt;
+  // Never: the settings cannot draft (Jacobi block 0, G = 0, decoding length 0, branch length 1).
+  // Trained: a draft is accepted somewhere on the trained models only. Jacobi confirms a guess on random weights
+  // too rarely to assert (measured with the CLI on these prompts: tiny-gqa-bias, block 1, accepted 1 draft in 936
+  // tokens; stories260K 108 in 2376, llama2xs 72 in 2186). Always: on every model (the fewest on the random
+  // models, same measurement: 60 drafts in 936 tokens, trie_len1 on tiny-mha).
+  enum Drafts { Never, Trained, Always } drafts = Always;
 };
 
 std::vector<Case> cases() {
   std::vector<Case> c;
-  auto add = [&](std::string label, auto f) {
+  auto add = [&](std::string label, auto f, Case::Drafts drafts = Case::Always) {
     StrategyOptions o;
     f(o);
-    c.push_back({std::move(label), o});
+    c.push_back({std::move(label), o, drafts});
   };
-  add("jacobi_16", [](auto& o) { o.name = "jacobi"; });
-  add("jacobi_1", [](auto& o) { o.name = "jacobi"; o.jacobi_block = 1; });
-  add("jacobi_0", [](auto& o) { o.name = "jacobi"; o.jacobi_block = 0; });
+  add("jacobi_16", [](auto& o) { o.name = "jacobi"; }, Case::Trained);
+  add("jacobi_1", [](auto& o) { o.name = "jacobi"; o.jacobi_block = 1; }, Case::Trained);
+  add("jacobi_0", [](auto& o) { o.name = "jacobi"; o.jacobi_block = 0; }, Case::Never);
   add("lade_default", [](auto& o) { o.name = "lade"; });
   add("lade_N2_W1_G1", [](auto& o) { o.name = "lade"; o.ngram = 2; o.window = 1; o.guesses = 1; });
-  add("lade_W1_G0", [](auto& o) { o.name = "lade"; o.window = 1; o.guesses = 0; });
+  add("lade_W1_G0", [](auto& o) { o.name = "lade"; o.window = 1; o.guesses = 0; }, Case::Never);
   add("lade_N3_W5_G1", [](auto& o) { o.name = "lade"; o.ngram = 3; o.window = 5; o.guesses = 1; });
   add("lade_N4_W7_G7_prompt", [](auto& o) { o.name = "lade"; o.ngram = 4; o.window = 7; o.guesses = 7; o.pool_from_prompt = true; o.seed = 9; });
   add("trie_default", [](auto& o) { o.name = "trie"; });
   add("trie_parallel", [](auto& o) { o.name = "trie"; o.trie_mode = "parallel"; o.decoding_length = 24; });
   add("trie_len1", [](auto& o) { o.name = "trie"; o.decoding_length = 1; });
-  add("trie_branch1", [](auto& o) { o.name = "trie"; o.branch_length = 1; });
-  add("trie_len0", [](auto& o) { o.name = "trie"; o.decoding_length = 0; });
+  add("trie_branch1", [](auto& o) { o.name = "trie"; o.branch_length = 1; }, Case::Never);
+  add("trie_len0", [](auto& o) { o.name = "trie"; o.decoding_length = 0; }, Case::Never);
   add("trie_small_capacity", [](auto& o) { o.name = "trie"; o.decoding_length = 16; o.trie_capacity = 40; });
   add("prompt_lookup", [](auto& o) { o.name = "prompt-lookup"; });
   add("prompt_lookup_1_1_1", [](auto& o) { o.name = "prompt-lookup"; o.pl_min_ngram = 1; o.pl_max_ngram = 1; o.pl_num_tokens = 1; });
@@ -67,8 +73,14 @@ TEST_P(Lossless, EveryStrategyEqualsPlainGreedy) {
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i], want[i]) << mc.label << " / " << c.label << " prompt " << i;
     }
-    // The strategies must actually do something: a positive number of steps, and never more steps than tokens.
-    EXPECT_LE(st.steps, st.new_tokens) << c.label;
+    // The strategies must actually do something: over these prompts (the repetitive texts included) a strategy
+    // that can draft accepts a draft at some step (fewer steps than tokens; plain decoding fails this), and one
+    // that cannot takes exactly one step per token. Greedy and deterministic: not flaky.
+    const bool trained = mc.path.rfind("random:", 0) != 0;
+    if (c.drafts == Case::Never) EXPECT_EQ(st.steps, st.new_tokens) << mc.label << " / " << c.label;
+    else if (c.drafts == Case::Always || trained)
+      EXPECT_LT(st.steps, st.new_tokens) << mc.label << " / " << c.label << ": no draft ever accepted";
+    else EXPECT_LE(st.steps, st.new_tokens) << mc.label << " / " << c.label;
     std::printf("  %-14s %-24s S=%.2f steps=%d tokens=%d\n", mc.label.c_str(), c.label.c_str(), st.compression(),
                 st.steps, st.new_tokens);
   }

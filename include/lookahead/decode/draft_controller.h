@@ -76,6 +76,8 @@ class DraftController {
   const AdaptiveCounters& counters() const { return counters_; }
   int last_budget() const { return model_.ladder()[level_]; }
   bool last_was_probe() const { return probe_; }
+  // Now on the cost model's clock (host times passed to observe() are read on it).
+  double now() const { return cost_.now(); }
 
  private:
   double step_cost(int level, double nodes) const;

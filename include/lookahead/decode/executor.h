@@ -15,8 +15,9 @@ class StepExecutor {
   virtual ~StepExecutor() = default;
   // A request starts: the prompt (BOS included, at least one token) and the sampling parameters.
   virtual void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) = 0;
-  // Runs one plan whose root is seq.back() at position seq.size()-1; returns the result of every plan node.
-  virtual std::vector<int32_t> run(const std::vector<int32_t>& seq, const StepPlan& plan) = 0;
+  // Runs one plan whose root is seq.back() at position seq.size()-1; `results` is resized to plan.size() and
+  // receives the result of every plan node (the caller owns the buffer and reuses it: no allocation per step).
+  virtual void run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) = 0;
   // After verification: `seq` now holds the appended tokens; `path` is the accepted path of the last plan (root
   // first) cut to the nodes whose tokens were kept (the nodes path[1..] are seq's tokens after the old root).
   virtual void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) = 0;
@@ -34,7 +35,7 @@ class LocalExecutor : public StepExecutor {
  public:
   explicit LocalExecutor(StepModel& model) : model_(model) {}
   void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) override;
-  std::vector<int32_t> run(const std::vector<int32_t>& seq, const StepPlan& plan) override;
+  void run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) override;
   // `path` holds indices into the last plan run here; the longest prefix of path[1..] present is committed
   // (all of it when this replica ran the whole plan), together with the pending chain.
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
@@ -47,6 +48,8 @@ class LocalExecutor : public StepExecutor {
  private:
   StepModel& model_;
   SampleParams sp_;
+  StepInput in_;              // the step's input, reused (capacity kept) across steps
+  std::vector<int32_t> idx_;  // commit indices, reused
   int pending_ = 0;      // pending chain length in the last forward (root included)
   int plan_nodes_ = 0;   // plan size of the last forward
   int last_tokens_ = 0;

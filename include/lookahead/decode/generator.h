@@ -1,4 +1,5 @@
-// The generation loop: strategy -> plan -> executor (one forward) -> one verifier -> commit. No libtorch.
+// Generation: a request through StepLoop (step_loop.h: plan -> forward -> verify -> update -> commit), with
+// cancellation, streaming and timing around it. No libtorch.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/executor.h"
+#include "lookahead/decode/step_loop.h"
 #include "lookahead/decode/strategy.h"
 #include "lookahead/model/config.h"
 
@@ -23,27 +25,6 @@ struct GenParams {
   const std::atomic<bool>* cancel = nullptr;
 };
 
-struct RequestStats {
-  int prompt_tokens = 0;
-  int new_tokens = 0;
-  int steps = 0;                 // forward passes after the prefill
-  int64_t draft_tokens = 0;      // verify nodes planned (root excluded), summed over steps
-  int64_t lookahead_tokens = 0;  // non-verify nodes planned, summed over steps
-  int64_t step_tokens = 0;       // plan nodes (root included), summed over steps
-  std::vector<int64_t> accept_hist;  // accept_hist[k]: steps that produced k new tokens
-  double seconds = 0, prefill_s = 0, draft_s = 0, forward_s = 0, verify_s = 0, commit_s = 0;
-  // CPU time of the calling thread while decoding (prefill excluded). With one compute thread (--threads 1) it
-  // is the decode time without the time other processes took the core: benchmarks on a shared machine use it.
-  double cpu_s = 0;
-    std::string finish_reason;     // eos | length | cancelled
-  bool adaptive = false;         // a DraftController chose the draft budgets
-  AdaptiveCounters budgets;      // adaptive: chosen budgets (histogram), plain fallbacks, probes
-  double compression() const { return steps ? double(new_tokens) / steps : 0.0; }
-  double mean_accepted() const;  // mean draft tokens accepted per step (new tokens per step minus one)
-  double tokens_per_s() const { return seconds > 0 ? new_tokens / seconds : 0.0; }
-  void add(const RequestStats& o);
-};
-
 struct GenResult {
   std::vector<int32_t> ids;  // generated ids, the eos that ended generation included
   RequestStats stats;
@@ -52,22 +33,19 @@ struct GenResult {
 class Generator {
  public:
   Generator(StepExecutor& exec, Strategy& strategy, const ModelConfig& cfg)
-      : exec_(exec), strategy_(strategy), cfg_(cfg) {}
+      : cfg_(cfg), loop_(exec, strategy, cfg) {}
   // Throws la::Error if the prompt does not fit the model's context with the requested new tokens.
   GenResult generate(const std::vector<int32_t>& prompt, const GenParams& gp,
                      const std::function<void(const std::vector<int32_t>&)>& on_tokens = {});
   // Replaces the verifier (tests use a deliberately wrong one to show the sampling test can fail).
-  void set_verifier(std::function<Verdict(const StepPlan&, const std::vector<int32_t>&)> v) { verifier_ = std::move(v); }
+  void set_verifier(Verifier v) { loop_.set_verifier(std::move(v)); }
   // Adaptive drafting: the controller chooses each step's draft budget (nullptr: the fixed parameters). It must
   // drive this generator's strategy and outlive the generator's use.
-  void set_controller(DraftController* c) { controller_ = c; }
+  void set_controller(DraftController* c) { loop_.set_controller(c); }
 
  private:
-  StepExecutor& exec_;
-  Strategy& strategy_;
   const ModelConfig& cfg_;
-  std::function<Verdict(const StepPlan&, const std::vector<int32_t>&)> verifier_;
-  DraftController* controller_ = nullptr;
+  StepLoop loop_;  // its buffers live as long as the generator: requests after the first allocate per request only
 };
 
 // Checks that a prompt and a new-token budget fit the context; throws a clear la::Error otherwise.

@@ -43,6 +43,9 @@ struct Verdict {
 // result; stop when none does. The new tokens are the followed children's tokens plus the last node's result.
 // With greedy results this is the longest root-to-node path that equals the model's argmax chain; with
 // position-keyed samples it is exact speculative sampling for deterministic drafts.
+// The children of a node are scanned in plan order (the first matching child wins; duplicates are harmless).
 Verdict verify_plan(const StepPlan& plan, const std::vector<int32_t>& results);
+// The same into `out`, whose buffers keep their capacity: no allocation per step.
+void verify_plan(const StepPlan& plan, const std::vector<int32_t>& results, Verdict& out);
 
 }  // namespace la

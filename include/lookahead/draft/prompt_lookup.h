@@ -24,6 +24,8 @@ class PromptLookup {
   // when no suffix of length >= min_n recurs (or k <= 0). ctx[0, n) must extend the context of the last call.
   std::vector<int32_t> propose(const int32_t* ctx, size_t n, int k);
   std::vector<int32_t> propose(const std::vector<int32_t>& ctx, int k) { return propose(ctx.data(), ctx.size(), k); }
+  // The same into `out` (cleared first; its capacity is reused, so no allocation per step).
+  void propose_into(const int32_t* ctx, size_t n, int k, std::vector<int32_t>& out);
   // The suffix length that produced the last non-empty proposal (0 if the last proposal was empty).
   int last_match_length() const { return last_match_; }
   size_t indexed() const { return next_p_ - 1; }  // end positions 1..indexed() are in the index

@@ -92,7 +92,7 @@ class DistExecutor : public StepExecutor {
   // Sends SHUTDOWN if shutdown() was not called (not during stack unwinding: the guard aborts the job then).
   ~DistExecutor() override;
   void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) override;
-  std::vector<int32_t> run(const std::vector<int32_t>& seq, const StepPlan& plan) override;
+  void run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) override;
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override;
   // Rank 0's replica times its forwards into `cost`; each step also feeds the part imbalance and the latency

@@ -58,7 +58,7 @@ class SimExecutor : public StepExecutor {
   SimExecutor(StepModel& model, int k, double collective_latency_s = 0, bool record_steps = true);
   ~SimExecutor() override;
   void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) override;
-  std::vector<int32_t> run(const std::vector<int32_t>& seq, const StepPlan& plan) override;
+  void run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) override;
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override;
   // Every replica times its forwards into `cost` (same hardware); each step also feeds the part imbalance.

@@ -1,0 +1,118 @@
+#include "lookahead/decode/step_loop.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "lookahead/util/error.h"
+
+namespace la {
+namespace {
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+}  // namespace
+
+double RequestStats::mean_accepted() const { return steps ? double(new_tokens - steps) / steps : 0.0; }
+
+void RequestStats::add(const RequestStats& o) {
+  prompt_tokens += o.prompt_tokens;
+  new_tokens += o.new_tokens;
+  steps += o.steps;
+  draft_tokens += o.draft_tokens;
+  lookahead_tokens += o.lookahead_tokens;
+  step_tokens += o.step_tokens;
+  if (accept_hist.size() < o.accept_hist.size()) accept_hist.resize(o.accept_hist.size(), 0);
+  for (size_t i = 0; i < o.accept_hist.size(); ++i) accept_hist[i] += o.accept_hist[i];
+  seconds += o.seconds;
+  prefill_s += o.prefill_s;
+  draft_s += o.draft_s;
+  forward_s += o.forward_s;
+  verify_s += o.verify_s;
+  commit_s += o.commit_s;
+  cpu_s += o.cpu_s;
+  adaptive = adaptive || o.adaptive;
+  budgets.add(o.budgets);
+}
+
+void StepLoop::begin(const std::vector<int32_t>& prompt, const SampleParams& sp, const StepLimits& limits) {
+  LA_CHECK(!prompt.empty(), "empty prompt (no tokens, not even BOS)");
+  limits_ = limits;
+  prompt_len_ = static_cast<int>(prompt.size());
+  stats_ = RequestStats{};
+  stats_.prompt_tokens = prompt_len_;
+  stats_.adaptive = controller_ != nullptr;
+  // Sized for the whole request up front: a step appends at most max_depth + 1 tokens, so the sequence never
+  // outgrows the context plus one (or the new-token limit).
+  const int most = limits.max_new >= 0 ? prompt_len_ + limits.max_new : std::max(prompt_len_, limits.max_positions) + 1;
+  seq_.reserve(static_cast<size_t>(most));
+  seq_.assign(prompt.begin(), prompt.end());
+  stats_.accept_hist.reserve(static_cast<size_t>(std::min(most - prompt_len_, 1024) + 2));
+  const auto t0 = Clock::now();
+  exec_.begin(prompt, sp);
+  stats_.prefill_s = secs(t0, Clock::now());
+  strategy_.begin_request(prompt);
+  if (!controller_) strategy_.set_draft_budget(-1);
+  done_ = limits.max_new == 0;
+  if (done_) stats_.finish_reason = "length";
+}
+
+int StepLoop::step() {
+  LA_CHECK(!done_, "step loop: step after the request ended");
+  RequestStats& st = stats_;
+  const int root_pos = static_cast<int>(seq_.size()) - 1;
+  max_depth_ = limits_.max_positions - 1 - root_pos;
+  const auto t0 = Clock::now();
+  // The controller's host time is read on the cost model's clock (thread CPU time for a one-thread CPU forward).
+  const double h0 = controller_ ? controller_->now() : 0.0;
+  if (controller_) {
+    const int b = controller_->choose(strategy_.draft_context(seq_));
+    ++st.budgets.steps;
+    ++st.budgets.budget_hist[b];
+    if (b == 0) ++st.budgets.plain_steps;
+    if (controller_->last_was_probe()) ++st.budgets.probe_steps;
+  }
+  strategy_.plan(seq_, max_depth_, plan_);
+  plan_.validate();
+  LA_CHECK(plan_.tokens[0] == seq_.back(), "strategy ", strategy_.name(), ": plan root is not the last token");
+  const auto t1 = Clock::now();
+  const double h1 = controller_ ? controller_->now() : 0.0;
+  exec_.run(seq_, plan_, results_);
+  const auto t2 = Clock::now();
+  const double h2 = controller_ ? controller_->now() : 0.0;
+  if (verifier_) verdict_ = verifier_(plan_, results_);
+  else verify_plan(plan_, results_, verdict_);
+  const auto t3 = Clock::now();
+  // The strategy sees the sequence before the new tokens (no copy of it: the update runs before the append).
+  strategy_.update(seq_, plan_, results_, verdict_);
+  const auto t4 = Clock::now();
+  int kept = 0;
+  for (int32_t tok : verdict_.tokens) {
+    seq_.push_back(tok);
+    ++kept;
+    if (limits_.stop_at_eos && cfg_.is_eos(tok)) { st.finish_reason = "eos"; done_ = true; break; }
+    if (limits_.max_new >= 0 && generated() >= limits_.max_new) { st.finish_reason = "length"; done_ = true; break; }
+  }
+  path_.assign(verdict_.path.begin(), verdict_.path.begin() + std::min<size_t>(verdict_.path.size(), kept));
+  exec_.commit(seq_, path_);
+  const auto t5 = Clock::now();
+  if (controller_) controller_->observe(plan_, verdict_, (h1 - h0) + (controller_->now() - h2));
+  st.steps++;
+  st.new_tokens = generated();
+  st.draft_tokens += plan_.num_draft();
+  st.lookahead_tokens += plan_.num_lookahead();
+  st.step_tokens += plan_.size();
+  if (static_cast<int>(st.accept_hist.size()) <= kept) st.accept_hist.resize(kept + 1, 0);
+  st.accept_hist[kept]++;
+  st.draft_s += secs(t0, t1) + secs(t3, t4);
+  st.forward_s += secs(t1, t2);
+  st.verify_s += secs(t2, t3);
+  st.commit_s += secs(t4, t5);
+  return kept;
+}
+
+void StepLoop::end() {
+  strategy_.end_request(seq_);
+  exec_.end();
+  done_ = true;
+}
+
+}  // namespace la
