@@ -25,8 +25,9 @@
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "lookahead/util/prompt_records.h"
-#include "lookahead/parallel/dist_executor.h"
-#include "lookahead/parallel/sim_executor.h"
+#include "lookahead/parallel/agreement.h"
+#include "lookahead/parallel/parallel_executor.h"
+#include "lookahead/parallel/worker.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;
@@ -302,9 +303,12 @@ int cmd_generate(int argc, char** argv) {
            << gp.sample.top_p << "|" << gp.sample.seed << "|" << so.name << "|" << prompts.size();
     if (comm->size() > 1) check_agreement(*comm, model->checksum(), params.str());  // one rank: nothing to compare
   }
-  DistOptions dopt;
-  dopt.rank_timeout_s = rank_timeout;
-  dopt.stop_signal = &stop_signal_flag();  // a worker reports its own signal; rank 0 then stops the job cleanly
+  CommGroupOptions gopt;
+  gopt.rank_timeout_s = rank_timeout;
+  gopt.stop_signal = &stop_signal_flag();  // a worker reports its own signal; rank 0 then stops the job cleanly
+  ParallelOptions dopt;
+  dopt.collective_latency_s = collective_latency_us * 1e-6;
+  dopt.record_limit = simulate_ranks > 0 ? 20000 : 0;  // the simulation's per-step table (short runs only)
   dopt.on_worker_stop = [&tag](int sig, int r) {
     if (stop_signal() == 0) std::cerr << (tag + "rank " + std::to_string(r) + " received " + signal_name(sig) + "\n");
     request_stop(sig);
@@ -314,7 +318,7 @@ int cmd_generate(int argc, char** argv) {
       std::cerr << (tag + "model " + model->describe() + " loaded; serving rank 0 (" +
                     std::to_string(comm->size()) + " ranks, " + comm->backend() + ")\n");
     LocalExecutor wexec(*model);
-    run_worker(*comm, wexec, dopt);
+    run_worker(*comm, wexec, gopt);
     return 0;
   }
   auto strategy = make_strategy(so, draft.get());
@@ -328,10 +332,11 @@ int cmd_generate(int argc, char** argv) {
   }
 
   LocalExecutor lexec(*model);
-  DistExecutor exec(*comm, lexec, dopt);
-  std::unique_ptr<SimExecutor> sim;
-  if (simulate_ranks > 0) sim = std::make_unique<SimExecutor>(*model, simulate_ranks, collective_latency_us * 1e-6);
-  Generator gen(sim ? static_cast<StepExecutor&>(*sim) : exec, *strategy, model->config());
+  // One rank: lexec itself; else the parallel executor over the ranks or the simulated ones.
+  auto par = make_parallel_executor(*comm, lexec, simulate_ranks, gopt, dopt);
+  ParallelExecutor* sim = par && par->simulated() ? par.get() : nullptr;
+  StepExecutor& exec = par ? static_cast<StepExecutor&>(*par) : lexec;
+  Generator gen(exec, *strategy, model->config());
   // Adaptive drafting: a forward cost model calibrated here and kept current by the executor, on its rank count.
   std::unique_ptr<StepCostModel> cost;
   std::unique_ptr<DraftController> controller;
@@ -339,7 +344,7 @@ int cmd_generate(int argc, char** argv) {
     const int top = strategy->max_draft_budget();
     cost = std::make_unique<StepCostModel>(calibrate_forward_cost(*model, 1 + top + strategy->lookahead_nodes(top)),
                                            sim ? simulate_ranks : comm->size(), collective_latency_us * 1e-6);
-    (sim ? static_cast<StepExecutor&>(*sim) : exec).set_cost_model(cost.get());
+    exec.set_cost_model(cost.get());
     controller = std::make_unique<DraftController>(*strategy, *cost);
     gen.set_controller(controller.get());
   }
@@ -415,7 +420,7 @@ int cmd_generate(int argc, char** argv) {
   progress.finish();
   // State first, then release the workers: a launcher may end the job as soon as they exit.
   strategy->shutdown();
-  exec.shutdown();
+  if (par) par->shutdown();
   if (!stats_path.empty()) {
     json s = {{"strategy", strategy->name()}, {"model", lo.model}, {"aggregate", stats_json(total)},
               {"per_prompt", per}, {"counters", strategy->counters()}};
@@ -426,24 +431,23 @@ int cmd_generate(int argc, char** argv) {
       s["adaptive"]["forward_ms_by_tokens"] = cm;
       s["adaptive"]["ladder"] = controller->ladder();
     }
-    const auto dc = exec.counters();
-    s["ranks"] = dc.ranks;
+    const auto dc = par ? par->counters() : ParallelCounters{};
+    s["ranks"] = comm->size();
     // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).
     s["comm"] = {{"backend", comm->backend()}, {"mpi_initialized", mpi_initialized()}, {"mpi_build", built_with_mpi()}};
-    if (dc.ranks > 1)
+    if (par && !sim)
       s["dist"] = {{"backend", dc.backend}, {"steps", dc.steps},
                    {"duplication", dc.plan_nodes ? double(dc.part_nodes) / dc.plan_nodes : 0.0},
-                   {"disagreements", dc.disagreements}, {"step_tokens", dc.step_tokens},
+                   {"disagreements", 0}, {"step_tokens", dc.step_tokens},
                    {"run_s", dc.run_seconds},
                    {"max_forward_s", dc.max_forward_seconds}, {"forward_rank0_s", dc.forward_seconds_rank0},
                    {"broadcast_s", dc.broadcast_seconds}, {"gather_wait_s", dc.gather_wait_seconds},
                    {"bytes_sent", dc.bytes_sent}, {"bytes_received", dc.bytes_received}};
     if (sim) {
-      const auto& c = sim->counters();
+      const auto c = sim->counters();
       const double steps = c.steps ? double(c.steps) : 1.0, modelled = sim->modelled_seconds(total.seconds);
       json fwd = json::array(), tok = json::array();
-      for (const auto& r : sim->steps()) {  // per step and rank; skipped when large
-        if (sim->steps().size() * simulate_ranks > 20000) break;
+      for (const auto& r : sim->steps()) {  // per step and rank; none when large (ParallelOptions::record_limit)
         json f = json::array();
         for (float x : r.forward_ms) f.push_back(std::round(x * 1000) / 1000);
         fwd.push_back(f);
@@ -460,7 +464,7 @@ int cmd_generate(int argc, char** argv) {
           {"max_forward_ms_mean", c.max_forward_seconds / steps * 1e3},
           {"mean_tokens_per_rank", double(c.step_tokens) / steps / c.ranks},
           {"duplication", c.plan_nodes ? double(c.part_nodes) / c.plan_nodes : 0.0},
-          {"disagreements", c.disagreements}, {"per_step_forward_ms", fwd}, {"per_step_tokens", tok}};
+          {"disagreements", 0}, {"per_step_forward_ms", fwd}, {"per_step_tokens", tok}};
     }
     write_file_atomic(stats_path, s.dump(2));
   }

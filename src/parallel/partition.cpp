@@ -294,25 +294,39 @@ std::vector<PlanPart> partition_plan(const StepPlan& plan, int k, const std::vec
   return parts;
 }
 
-std::vector<int32_t> local_path(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path) {
-  std::unordered_map<int32_t, int32_t> local;
-  local.reserve(part_global.size() * 2);
-  for (size_t i = 0; i < part_global.size(); ++i) local.emplace(part_global[i], static_cast<int32_t>(i));
-  std::vector<int32_t> out;
+void local_path(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path,
+                std::vector<int32_t>& out) {
+  out.clear();
   for (int32_t g : global_path) {
-    auto it = local.find(g);
-    if (it == local.end()) break;
-    out.push_back(it->second);
+    const auto it = std::lower_bound(part_global.begin(), part_global.end(), g);
+    if (it == part_global.end() || *it != g) break;
+    out.push_back(static_cast<int32_t>(it - part_global.begin()));
   }
+}
+
+std::vector<int32_t> local_path(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path) {
+  std::vector<int32_t> out;
+  local_path(part_global, global_path, out);
   return out;
 }
 
-std::vector<int32_t> merge_part_results(int plan_size, const std::vector<PlanPart>& parts,
-                                        const std::vector<std::vector<int32_t>>& results, int* disagreements) {
+int local_path_length(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path) {
+  int n = 0;
+  for (int32_t g : global_path) {
+    if (!std::binary_search(part_global.begin(), part_global.end(), g)) break;
+    ++n;
+  }
+  return n;
+}
+
+namespace {
+// Shared by both merges: `on_conflict` returns whether to go on.
+template <class OnConflict>
+void merge_into(int plan_size, const std::vector<PlanPart>& parts, const std::vector<std::vector<int32_t>>& results,
+                std::vector<int32_t>& merged, std::vector<int32_t>& owner, OnConflict on_conflict) {
   LA_CHECK(parts.size() == results.size(), "merge: ", results.size(), " result sets for ", parts.size(), " parts");
-  std::vector<int32_t> merged(plan_size, 0);
-  std::vector<uint8_t> have(plan_size, 0);
-  int diff = 0;
+  merged.assign(plan_size, 0);
+  owner.assign(plan_size, -1);
   for (size_t p = 0; p < parts.size(); ++p) {
     const auto& g = parts[p].global;
     LA_CHECK(results[p].size() == g.size(), "merge: part ", p, " returned ", results[p].size(), " results for ",
@@ -321,15 +335,38 @@ std::vector<int32_t> merge_part_results(int plan_size, const std::vector<PlanPar
       const int32_t x = g[i];
       LA_CHECK(x >= 0 && x < plan_size, "merge: part ", p, " maps node ", i, " to ", x, " (plan has ", plan_size,
                " nodes)");
-      if (!have[x]) {
+      if (owner[x] < 0) {
         merged[x] = results[p][i];
-        have[x] = 1;
+        owner[x] = static_cast<int32_t>(p);
       } else if (merged[x] != results[p][i]) {
-        ++diff;
+        if (!on_conflict(MergeConflict{x, static_cast<int>(p), owner[x], results[p][i], merged[x]})) return;
       }
     }
   }
-  for (int i = 0; i < plan_size; ++i) LA_CHECK(have[i], "merge: plan node ", i, " is in no part");
+  for (int i = 0; i < plan_size; ++i) LA_CHECK(owner[i] >= 0, "merge: plan node ", i, " is in no part");
+}
+}  // namespace
+
+bool merge_part_results(int plan_size, const std::vector<PlanPart>& parts,
+                        const std::vector<std::vector<int32_t>>& results, std::vector<int32_t>& merged,
+                        std::vector<int32_t>& owner, MergeConflict* conflict) {
+  bool ok = true;
+  merge_into(plan_size, parts, results, merged, owner, [&](const MergeConflict& c) {
+    ok = false;
+    if (conflict) *conflict = c;
+    return false;
+  });
+  return ok;
+}
+
+std::vector<int32_t> merge_part_results(int plan_size, const std::vector<PlanPart>& parts,
+                                        const std::vector<std::vector<int32_t>>& results, int* disagreements) {
+  std::vector<int32_t> merged, owner;
+  int diff = 0;
+  merge_into(plan_size, parts, results, merged, owner, [&](const MergeConflict&) {
+    ++diff;
+    return true;
+  });
   if (disagreements) *disagreements = diff;
   return merged;
 }

@@ -41,14 +41,30 @@ std::vector<PlanPart> partition_plan(const StepPlan& plan, int k, const std::vec
 
 // Maps a global accepted path (plan indices, root first) to the part's local indices: the longest prefix whose
 // nodes the part holds (parts are ancestor-closed, so this is exactly the accepted nodes the part computed).
+// part_global must be strictly increasing (as partition_plan makes it); a binary search per node, no allocation
+// beyond `out`.
+void local_path(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path,
+                std::vector<int32_t>& out);
 std::vector<int32_t> local_path(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path);
 inline std::vector<int32_t> local_path(const PlanPart& part, const std::vector<int32_t>& global_path) {
   return local_path(part.global, global_path);
 }
+// The length of that prefix, without building it.
+int local_path_length(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path);
 
-// Merges per-part results (results[p][i] is the result of part p's node i) into one result per plan node. A node
-// held by several parts takes the first part's result; `disagreements`, if given, counts nodes where the copies
-// differ (they should not: same node, same ancestors, same position). Throws la::Error if a node is not covered.
+// Merges per-part results (results[p][i] is the result of part p's node i) into one result per plan node, in
+// `merged` (resized to plan_size; `owner` is scratch, resized too). A node held by several parts must get the same
+// result from each (same node, same ancestors, same position): the first node where two parts differ is returned
+// in `conflict` (and merging stops, returning false). Throws la::Error if a node is not covered.
+struct MergeConflict {
+  int node = -1;              // plan node
+  int part = -1, other = -1;  // the part whose result differs, and the earlier part that supplied the kept one
+  int32_t got = 0, kept = 0;
+};
+bool merge_part_results(int plan_size, const std::vector<PlanPart>& parts,
+                        const std::vector<std::vector<int32_t>>& results, std::vector<int32_t>& merged,
+                        std::vector<int32_t>& owner, MergeConflict* conflict);
+// Same, allocating; `disagreements`, if given, counts the nodes whose copies differ instead of stopping (tests).
 std::vector<int32_t> merge_part_results(int plan_size, const std::vector<PlanPart>& parts,
                                         const std::vector<std::vector<int32_t>>& results,
                                         int* disagreements = nullptr);
