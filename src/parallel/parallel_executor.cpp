@@ -66,7 +66,7 @@ void ParallelExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan
   ++request_step_;
   const int S = static_cast<int>(seq.size());
   for (int r = 0; r < k_; ++r) base_[r] = std::max(0, S - 1 - cache_len_[r]);
-  parts_ = partition_plan(plan, k_, base_);
+  partitioner_.split(plan, k_, base_, parts_);
   run_seq_size_ = S;
   const double partition_s = since(t0);
 

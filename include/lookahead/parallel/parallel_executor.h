@@ -111,6 +111,7 @@ class ParallelExecutor : public StepExecutor {
   int run_seq_size_ = 0;
   std::vector<int> cache_len_;  // per replica: its cache length after the last commit
   std::vector<int> base_;       // scratch: re-feed per replica
+  Partitioner partitioner_;
   std::vector<PlanPart> parts_;
   std::vector<PartReply> replies_;
   std::vector<std::vector<int32_t>> per_;  // scratch: results per part (swapped with the replies', no copy)
