@@ -225,8 +225,8 @@ void encode_reply(std::vector<int32_t>& m, const ReplyHead& h, const std::vector
 
 void decode_reply(const std::vector<int32_t>& m, int r, int part_nodes, int32_t expected_no, ReplyHead& h,
                   std::vector<int32_t>& results) {
-  LA_CHECK(m.size() == static_cast<size_t>(kReplyHead + part_nodes), "protocol error: rank ", r, " replied ",
-           m.size(), " words for a part of ", part_nodes, " nodes");
+  LA_CHECK(part_nodes >= 1 && m.size() == static_cast<size_t>(kReplyHead + part_nodes), "protocol error: rank ", r,
+           " replied ", m.size(), " words for a part of ", part_nodes, " nodes");
   LA_CHECK(m[0] == expected_no, "protocol error: rank ", r, " answered message ", m[0], " (expected ", expected_no,
            ")");
   h.no = m[0];

@@ -162,6 +162,8 @@ TEST(Protocol, ReplyRoundTrip) {
   EXPECT_EQ(g.stop_signal, 15);
   expect_rejects_truncation(m, [&](const std::vector<int32_t>& c) { decode_reply(c, 1, 3, 4, g, got); });
   expect_protocol_error([&] { decode_reply(m, 1, 3, 5, g, got); }, "rank 1 answered message 4 (expected 5)");
+  // A short message checked against a negative part size (as the fuzz target found) is refused, not read.
+  expect_protocol_error([&] { decode_reply({1, 2}, 1, -3, 1, g, got); }, "rank 1 replied 2 words for a part of -3");
   auto neg = m;
   neg[1] = -1;
   expect_protocol_error([&] { decode_reply(neg, 1, 3, 4, g, got); }, "negative");
