@@ -51,7 +51,7 @@ std::vector<int32_t> generate(StepExecutor& ex, int steps, int vocab, uint32_t s
   ex.begin(seq, SampleParams{});
   for (int s = 0; s < steps; ++s) {
     const StepPlan plan = random_plan(rng, seq.back(), vocab);
-    results = ex.run(seq, plan);
+    run_into(ex, seq, plan, results);
     const Verdict v = verify_plan(plan, results);
     seq.insert(seq.end(), v.tokens.begin(), v.tokens.end());
     ex.commit(seq, v.path);

@@ -9,6 +9,7 @@
 #include "hash_model.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/parallel/partition.h"
+#include "lookahead/parallel/replica_group.h"  // run_into
 #include "lookahead/util/error.h"
 
 namespace la {
@@ -241,7 +242,8 @@ TEST(Partition, SimulatedReplicasMatchSingleReplica) {
       int accepted_multi = 0;
       for (int step = 0; step < 40; ++step) {
         const StepPlan plan = sim_plan(rng, seq, vocab, shape);
-        const auto res = ref.run(seq, plan);
+        std::vector<int32_t> res;
+        run_into(ref, seq, plan, res);
         const Verdict v = verify_plan(plan, res);
         // Distributed: base load = each replica's pending chain beyond the root.
         std::vector<int> base(k);
@@ -249,7 +251,7 @@ TEST(Partition, SimulatedReplicasMatchSingleReplica) {
         const auto parts = partition_plan(plan, k, base);
         check_partition(plan, parts);
         std::vector<std::vector<int32_t>> per(k);
-        for (int r = 0; r < k; ++r) per[r] = reps[r]->run(seq_d, parts[r].plan);
+        for (int r = 0; r < k; ++r) run_into(*reps[r], seq_d, parts[r].plan, per[r]);
         int dis = 0;
         const auto merged = merge_part_results(plan.size(), parts, per, &dis);
         ASSERT_EQ(dis, 0);
