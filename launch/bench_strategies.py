@@ -6,7 +6,8 @@ with --threads 1; METRIC=wall for wall-clock seconds on a quiet machine) and the
 (model, prompt set) block once in turn; a strategy's ratio to plain decoding is the median over rounds of
 (its tokens/s / plain decoding's tokens/s in the same round), and tok/s is the median tokens/s.
 Models: stories260K and llama2xs (llama2xs has 256 positions: only the short prompt sets), plus any
-BENCH_MODELS="label=path[,label=path]" (the hook for SmolLM2 and other real models)."""
+BENCH_MODELS="label=path[,label=path]" (launch/bench.sh adds SmolLM2-135M-Instruct when setup.sh has converted it),
+STRATEGIES="trie+a,..." to run only some rows."""
 import os, statistics, sys, tempfile
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_lib import prompts_file, run
@@ -40,6 +41,10 @@ for name, strat, opts in [("jacobi", "jacobi", []), ("lade", "lade", []), ("lade
 if os.environ.get("OUROBOROS") == "1":  # slow on CPU: the draft model is as large as the target
     dm = ["--draft-model", os.path.join(shared, "models/llama2xs")]
     strategies += [("ouroboros", "ouroboros", dm + OFF), ("ouroboros+a", "ouroboros", dm + ON)]
+# STRATEGIES="ar,trie+a,...": only these rows (plain decoding always runs: every ratio is to it).
+only_strats = set(filter(None, os.environ.get("STRATEGIES", "").split(",")))
+if only_strats:
+    strategies = [x for x in strategies if x[0] == "ar" or x[0] in only_strats]
 
 print(f"rounds {rounds} (interleaved), {max_new} new tokens, greedy; tok/s per {metric} second of decoding; "
       f"{' '.join(extra) or 'cpu fp32'}")

@@ -4,7 +4,7 @@
 // The handler is async-signal-safe: the first signal only stores its number in a lock-free atomic (the step loop
 // reads it with one relaxed load per step); a second SIGINT/SIGTERM writes one line with write(2) and _exit()s at
 // once with 128 + signal. What a stop means for the job (finish or drop the request in flight, save state,
-// release the ranks) is decided by the generation loop (generate.cpp + StopControl below), never in the handler.
+// release the ranks) is decided by the request loop (request_loop.cpp + StopControl below), never in the handler.
 #pragma once
 #include <atomic>
 #include <chrono>

@@ -2,14 +2,13 @@
 #include "lookahead/decode/cost_calibration.h"
 
 #include <algorithm>
-#include <chrono>
 #include <vector>
 
 #include "lookahead/util/error.h"
 
 namespace la {
 
-ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats) {
+ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats, CostClock clock) {
   const auto& cfg = model.config();
   const int context = std::min(64, cfg.max_positions / 4);
   const int room = std::max(1, cfg.max_positions - context);
@@ -29,9 +28,9 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
     double best = 1e30;  // seconds
     for (int r = 0; r < std::max(1, repeats) && (r == 0 || best < 0.05); ++r) {  // slow (big models): once
       const auto in = StepInput::chain(tokens(b, 2 + r), context);
-      const auto t0 = std::chrono::steady_clock::now();
+      const double t0 = cost_clock_seconds(clock);
       (void)model.forward(in, greedy);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best, cost_clock_seconds(clock) - t0);
     }
     fwd.set(b, std::max(best, 1e-7));
   }

@@ -1,12 +1,26 @@
 // Forward and step cost models (see cost_model.h for the design).
 #include "lookahead/decode/cost_model.h"
 
+#include <time.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "lookahead/util/error.h"
 
 namespace la {
+
+double cost_clock_seconds(CostClock c) {
+  if (c == CostClock::ThreadCpu) {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const char* cost_clock_name(CostClock c) { return c == CostClock::ThreadCpu ? "thread-cpu" : "wall"; }
 
 ForwardCostModel::ForwardCostModel(int max_tokens, double seconds_each) {
   LA_CHECK(max_tokens >= 1, "cost model: max_tokens must be >= 1 (got ", max_tokens, ")");

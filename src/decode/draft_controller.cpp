@@ -32,7 +32,8 @@ DraftController::DraftController(Strategy& strategy, const StepCostModel& cost, 
     : s_(strategy), cost_(cost), opt_(opt), model_(strategy.draft_ladder(), opt.decay) {
   LA_CHECK(model_.ladder().back() == std::max(0, strategy.max_draft_budget()),
            "draft controller: the ladder of ", strategy.name(), " does not end at its largest budget");
-  LA_CHECK(opt_.probe_every >= 1 && opt_.warmup_steps >= 0, "draft controller: bad options");
+  LA_CHECK(opt_.probe_every >= 1 && opt_.warmup_steps >= 0 && opt_.probe_share > 0 && opt_.warmup_cost >= 1,
+           "draft controller: bad options");
   ctx_.assign(std::max(1, strategy.draft_contexts()), model_);
   since_probe_.assign(ctx_.size(), 0);
   host_s_.assign(model_.levels(), 0.0);
@@ -71,14 +72,32 @@ bool DraftController::could_pay(int level) const {
   return level > 0 && (1.0 + b) / step_cost(level, b) > score(0);
 }
 
+// The largest level that could pay and costs at most warmup_cost plain steps (0: none).
+int DraftController::warmup_level() const {
+  const double cap = opt_.warmup_cost * step_cost(0, 0);
+  for (int l = model_.levels() - 1; l > 0; --l)
+    if (could_pay(l) && step_cost(l, model_.ladder()[l]) <= cap) return l;
+  return 0;
+}
+
+// Steps between probes above `pick`: probe_every, or more when a probe's extra cost would take more than
+// probe_share of the step time.
+int DraftController::probe_interval(int pick) const {
+  const double base = step_cost(pick, expected_nodes(pick));
+  const double extra = step_cost(pick + 1, model_.ladder()[pick + 1]) - base;
+  const double need = extra / std::max(1e-12, opt_.probe_share * base);
+  return std::max(opt_.probe_every, static_cast<int>(std::min(need, 1e6)));
+}
+
 int DraftController::choose(int context) {
   context_ = std::clamp(context, 0, static_cast<int>(ctx_.size()) - 1);
   const int top = model_.levels() - 1;
   probe_ = false;
   int pick = 0;
   if (top > 0) {
-    if (counters_.steps < opt_.warmup_steps && could_pay(top)) {
-      pick = top;
+    const int warm = counters_.steps < opt_.warmup_steps ? warmup_level() : 0;
+    if (warm > 0) {
+      pick = warm;
       ++counters_.warmup_steps;
     } else {
       double best = score(0);
@@ -94,7 +113,7 @@ int DraftController::choose(int context) {
           best = std::max(best, sc);
         }
       }
-      if (pick < top && ++since_probe_[context_] >= opt_.probe_every) {
+      if (pick < top && ++since_probe_[context_] >= probe_interval(pick)) {
         since_probe_[context_] = 0;
         if (could_pay(pick + 1)) {
           ++pick;

@@ -38,11 +38,9 @@ std::vector<int32_t> LocalExecutor::run(const std::vector<int32_t>& seq, const S
     const int p = plan.parents[i];
     in.parents.push_back(p == 0 ? P - 1 : P - 1 + p);
   }
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = cost_ ? cost_->now() : 0.0;
   auto out = model_.forward(in, sp_);
-  if (cost_)
-    cost_->observe_forward(static_cast<int>(in.tokens.size()),
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (cost_) cost_->observe_forward(static_cast<int>(in.tokens.size()), cost_->now() - t0);
   pending_ = P;
   plan_nodes_ = n;
   last_tokens_ = static_cast<int>(in.tokens.size());

@@ -63,43 +63,17 @@ class JacobiStrategy final : public Strategy {
 }  // namespace
 
 std::unique_ptr<Strategy> make_ar_strategy() { return std::make_unique<ArStrategy>(); }
-std::unique_ptr<Strategy> make_jacobi_strategy(const StrategyOptions& o) { return std::make_unique<JacobiStrategy>(o); }
-
-void StrategyOptions::validate() const {
-  static const char* kNames[] = {"ar", "jacobi", "lade", "trie", "prompt-lookup", "ouroboros"};
-  bool ok = false;
-  for (auto* n : kNames) ok = ok || name == n;
-  LA_CHECK(ok, "invalid --strategy '", name, "' (expected ar, jacobi, lade, trie, prompt-lookup or ouroboros)");
-  LA_CHECK(jacobi_block >= 0 && jacobi_block <= 512, "--jacobi-block must be in [0, 512] (got ", jacobi_block, ")");
-  LA_CHECK(window >= 1 && window <= 256, "--window must be in [1, 256] (got ", window, ")");
-  LA_CHECK(ngram >= 2 && ngram <= 32, "--ngram must be in [2, 32] (got ", ngram, ")");
-  LA_CHECK(guesses >= 0 && guesses <= 256, "--guesses must be in [0, 256] (got ", guesses, ")");
-  LA_CHECK(decoding_length >= 0 && decoding_length <= 1024, "--decoding-length must be in [0, 1024] (got ",
-           decoding_length, ")");
-  LA_CHECK(branch_length >= 1 && branch_length <= 256, "--branch-length must be in [1, 256] (got ", branch_length, ")");
-  LA_CHECK(trie_capacity >= 0, "--trie-capacity must be >= 0 (got ", trie_capacity, ")");
-  LA_CHECK(trie_mode == "hierarchical" || trie_mode == "parallel", "invalid --trie-mode '", trie_mode,
-           "' (expected hierarchical or parallel)");
-  LA_CHECK(pl_min_ngram >= 1 && pl_max_ngram >= pl_min_ngram && pl_max_ngram <= 64,
-           "--pl-min-ngram/--pl-max-ngram must satisfy 1 <= min <= max <= 64 (got ", pl_min_ngram, ", ",
-           pl_max_ngram, ")");
-  LA_CHECK(pl_num_tokens >= 0 && pl_num_tokens <= 256, "--pl-num-tokens must be in [0, 256] (got ", pl_num_tokens, ")");
-  LA_CHECK(gamma >= 1 && gamma <= 256, "--gamma must be in [1, 256] (got ", gamma, ")");
-  LA_CHECK(draft_window >= 1 && draft_window <= 256, "--draft-window must be in [1, 256]");
-  LA_CHECK(draft_ngram >= 2 && draft_ngram <= 32, "--draft-ngram must be in [2, 32]");
-  LA_CHECK(draft_guesses >= 0 && draft_guesses <= 256, "--draft-guesses must be in [0, 256]");
-  LA_CHECK(extensions >= 0 && extensions <= 64, "--extensions must be in [0, 64] (got ", extensions, ")");
-  LA_CHECK(name != "ouroboros" || !draft_model.empty(), "--strategy ouroboros needs --draft-model");
+std::unique_ptr<Strategy> make_jacobi_strategy(const StrategyOptions& o) {
+  validate_jacobi_options(o);
+  return std::make_unique<JacobiStrategy>(o);
 }
 
-std::unique_ptr<Strategy> make_strategy(const StrategyOptions& o, StepModel* draft) {
-  o.validate();
-  if (o.name == "ar") return make_ar_strategy();
-  if (o.name == "jacobi") return make_jacobi_strategy(o);
-  if (o.name == "lade") return make_lade_strategy(o);
-  if (o.name == "trie") return make_trie_strategy(o);
-  if (o.name == "prompt-lookup") return make_prompt_lookup_strategy(o);
-  return make_ouroboros_strategy(o, draft);
+// Plain decoding has no options of its own.
+void validate_ar_options(const StrategyOptions&) {}
+
+void validate_jacobi_options(const StrategyOptions& o) {
+  LA_CHECK(o.jacobi_block >= 0 && o.jacobi_block <= 512, "--jacobi-block must be in [0, 512] (got ", o.jacobi_block,
+           ")");
 }
 
 }  // namespace la

@@ -123,6 +123,15 @@ class LadeStrategy final : public Strategy {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_lade_strategy(const StrategyOptions& o) { return std::make_unique<LadeStrategy>(o); }
+std::unique_ptr<Strategy> make_lade_strategy(const StrategyOptions& o) {
+  validate_lade_options(o);
+  return std::make_unique<LadeStrategy>(o);
+}
+
+void validate_lade_options(const StrategyOptions& o) {
+  LA_CHECK(o.window >= 1 && o.window <= 256, "--window must be in [1, 256] (got ", o.window, ")");
+  LA_CHECK(o.ngram >= 2 && o.ngram <= 32, "--ngram must be in [2, 32] (got ", o.ngram, ")");
+  LA_CHECK(o.guesses >= 0 && o.guesses <= 256, "--guesses must be in [0, 256] (got ", o.guesses, ")");
+}
 
 }  // namespace la

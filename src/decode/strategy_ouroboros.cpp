@@ -233,7 +233,20 @@ class OuroborosStrategy final : public Strategy {
 
 std::unique_ptr<Strategy> make_ouroboros_strategy(const StrategyOptions& o, StepModel* draft) {
   LA_CHECK(draft != nullptr, "--strategy ouroboros needs a draft model");
+  validate_ouroboros_options(o);
   return std::make_unique<OuroborosStrategy>(o, *draft);
+}
+
+// The draft model's LADE flags are checked here under their own names (--draft-window, not --window).
+void validate_ouroboros_options(const StrategyOptions& o) {
+  LA_CHECK(o.gamma >= 1 && o.gamma <= 256, "--gamma must be in [1, 256] (got ", o.gamma, ")");
+  LA_CHECK(o.draft_window >= 1 && o.draft_window <= 256, "--draft-window must be in [1, 256] (got ", o.draft_window,
+           ")");
+  LA_CHECK(o.draft_ngram >= 2 && o.draft_ngram <= 32, "--draft-ngram must be in [2, 32] (got ", o.draft_ngram, ")");
+  LA_CHECK(o.draft_guesses >= 0 && o.draft_guesses <= 256, "--draft-guesses must be in [0, 256] (got ",
+           o.draft_guesses, ")");
+  LA_CHECK(o.extensions >= 0 && o.extensions <= 64, "--extensions must be in [0, 64] (got ", o.extensions, ")");
+  LA_CHECK(o.name != "ouroboros" || !o.draft_model.empty(), "--strategy ouroboros needs --draft-model");
 }
 
 }  // namespace la

@@ -14,9 +14,7 @@ namespace {
 class PromptLookupStrategy : public Strategy {
  public:
   explicit PromptLookupStrategy(const StrategyOptions& opt)
-      : num_tokens_(opt.pl_num_tokens), index_(opt.pl_min_ngram, opt.pl_max_ngram) {
-    LA_CHECK(opt.pl_num_tokens >= 0, "prompt lookup: number of tokens must be >= 0 (got ", opt.pl_num_tokens, ")");
-  }
+      : num_tokens_(opt.pl_num_tokens), index_(opt.pl_min_ngram, opt.pl_max_ngram) {}
 
   std::string name() const override { return "prompt-lookup"; }
 
@@ -67,7 +65,17 @@ class PromptLookupStrategy : public Strategy {
 }  // namespace
 
 std::unique_ptr<Strategy> make_prompt_lookup_strategy(const StrategyOptions& opt) {
+  validate_prompt_lookup_options(opt);
   return std::make_unique<PromptLookupStrategy>(opt);
+}
+
+void validate_prompt_lookup_options(const StrategyOptions& o) {
+  LA_CHECK(o.pl_min_ngram >= 1 && o.pl_min_ngram <= 64, "--pl-min-ngram must be in [1, 64] (got ", o.pl_min_ngram,
+           ")");
+  LA_CHECK(o.pl_max_ngram >= o.pl_min_ngram && o.pl_max_ngram <= 64,
+           "--pl-max-ngram must be in [--pl-min-ngram, 64] = [", o.pl_min_ngram, ", 64] (got ", o.pl_max_ngram, ")");
+  LA_CHECK(o.pl_num_tokens >= 0 && o.pl_num_tokens <= 256, "--pl-num-tokens must be in [0, 256] (got ",
+           o.pl_num_tokens, ")");
 }
 
 }  // namespace la

@@ -27,7 +27,6 @@ class TrieStrategy : public Strategy {
  public:
   explicit TrieStrategy(const StrategyOptions& opt)
       : opt_(opt), mode_(parse_trie_mode(opt.trie_mode)), trie_(params_of(opt)) {
-    LA_CHECK(opt.decoding_length >= 0, "trie: decoding length must be >= 0 (got ", opt.decoding_length, ")");
     if (!opt_.trie_state.empty()) {
       std::error_code ec;
       if (std::filesystem::exists(opt_.trie_state, ec)) {
@@ -112,7 +111,6 @@ class TrieStrategy : public Strategy {
   static TrieParams params_of(const StrategyOptions& opt) {
     TrieParams p;
     p.branch_length = opt.branch_length;
-    LA_CHECK(opt.trie_capacity >= 0, "trie: capacity must be >= 0 (got ", opt.trie_capacity, ")");
     p.capacity = opt.trie_capacity > 0 ? static_cast<size_t>(opt.trie_capacity)
                                        : 32 * static_cast<size_t>(std::max(opt.decoding_length, 0));
     return p;
@@ -146,7 +144,18 @@ class TrieStrategy : public Strategy {
 }  // namespace
 
 std::unique_ptr<Strategy> make_trie_strategy(const StrategyOptions& opt) {
+  validate_trie_options(opt);
   return std::make_unique<TrieStrategy>(opt);
+}
+
+void validate_trie_options(const StrategyOptions& o) {
+  LA_CHECK(o.decoding_length >= 0 && o.decoding_length <= 1024, "--decoding-length must be in [0, 1024] (got ",
+           o.decoding_length, ")");
+  LA_CHECK(o.branch_length >= 1 && o.branch_length <= 256, "--branch-length must be in [1, 256] (got ",
+           o.branch_length, ")");
+  LA_CHECK(o.trie_capacity >= 0, "--trie-capacity must be >= 0 (got ", o.trie_capacity, ")");
+  LA_CHECK(o.trie_mode == "hierarchical" || o.trie_mode == "parallel", "invalid --trie-mode '", o.trie_mode,
+           "' (expected hierarchical or parallel)");
 }
 
 }  // namespace la

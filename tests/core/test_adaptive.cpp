@@ -4,7 +4,9 @@
 // a strategy that starts paying again).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "lookahead/decode/acceptance_model.h"
 #include "lookahead/decode/cost_model.h"
@@ -71,6 +73,24 @@ TEST(CostModel, RanksTakeTheSlowestPartPlusLatency) {
   EXPECT_NEAR(c.part_tokens(64), 32, 1);
   for (int i = 0; i < 300; ++i) c.observe_latency(50e-6);
   EXPECT_NEAR(c.latency_s(), 50e-6, 1e-6);
+}
+
+// The thread-CPU clock does not run while the thread is off the CPU (here: asleep, as when another process
+// preempts it), the wall clock does: so a CPU forward timed on it is not costed for the time it waited.
+TEST(CostModel, ThreadCpuClockIgnoresTimeOffTheCpu) {
+  StepCostModel cost;
+  EXPECT_EQ(cost.clock(), CostClock::Wall);
+  cost.set_clock(CostClock::ThreadCpu);
+  const double c0 = cost.now(), w0 = cost_clock_seconds(CostClock::Wall);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const double c1 = cost.now(), w1 = cost_clock_seconds(CostClock::Wall);
+  EXPECT_GE(w1 - w0, 0.055);
+  EXPECT_LT(c1 - c0, 0.02);
+  volatile double x = 0;  // and it does run while the thread computes
+  const double c2 = cost.now();
+  for (int i = 0; i < 20000000; ++i) x = x + 1e-9 * i;
+  EXPECT_GT(cost.now() - c2, 0.0);
+  EXPECT_STREQ(cost_clock_name(CostClock::ThreadCpu), "thread-cpu");
 }
 
 TEST(AcceptanceModel, LadderAndCounterfactualBudgets) {
@@ -192,6 +212,24 @@ TEST(DraftController, FallsBackToPlainAndNoticesWhenDraftsPayAgain) {
   EXPECT_GE(c.counters().probe_steps - before.probe_steps, 10);
   run(c, s, 300, 8);  // they pay again: probes climb the ladder back to the top
   EXPECT_EQ(c.last_budget(), 8);
+}
+
+// A compute-bound device (cost(T) = 0.6 + 0.4 T ms: two tokens cost 1.4 plain steps) where drafts are never
+// accepted: the warm-up plans at most two plain steps' worth (budget 2 of 16, 1.8 ms, not 16: a 17-token step
+// would cost 7.4 plain steps), and probes come every 20 steps, not 16, so they take 2% of the time (0.4 ms extra
+// over 1 ms).
+TEST(DraftController, WarmupAndProbesStayCheapOnASteepCost) {
+  ChainStrategy s(16);
+  StepCostModel cost(affine(0.6e-3, 0.4e-3));
+  cost.freeze();
+  DraftController c(s, cost, no_host());
+  auto h = run(c, s, 402, 0);
+  EXPECT_EQ(c.counters().warmup_steps, 2);
+  EXPECT_EQ(h[2], 2);
+  EXPECT_EQ(h[16], 0);
+  EXPECT_GE(c.counters().probe_steps, 19);  // 400 steps / 20
+  EXPECT_LE(c.counters().probe_steps, 21);
+  EXPECT_EQ(h[1], c.counters().probe_steps);
 }
 
 // Two context classes (like prompt lookup with and without a match): drafts pay only in class 1.

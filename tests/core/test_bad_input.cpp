@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "lookahead/decode/generator.h"
@@ -15,9 +16,11 @@
 #include "lookahead/model/tokenizer.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace la;
+using la::test::error_of;
 
 namespace {
 
@@ -50,16 +53,6 @@ std::string safetensors_bytes(const nlohmann::json& header, size_t body) {
   uint64_t n = h.size();
   std::string out(reinterpret_cast<const char*>(&n), 8);
   return out + h + std::string(body, '\0');
-}
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 void load_and_check(const std::string& dir) {
@@ -216,6 +209,73 @@ TEST(BadInput, InvalidStrategyParameters) {
   EXPECT_NE(bad([](auto& o) { o.trie_mode = "flat"; }).find("--trie-mode"), std::string::npos);
   EXPECT_NE(bad([](auto& o) { o.name = "ouroboros"; }).find("--draft-model"), std::string::npos);
   EXPECT_EQ(bad([](auto&) {}), "<no error>");
+}
+
+// Each strategy's own check (validate_*_options, next to the strategy) refuses every bad value of its flags with
+// an error naming that flag; StrategyOptions::validate (the CLI's call) and the strategy's factory refuse it too.
+TEST(BadInput, EachStrategyRefusesItsBadValues) {
+  using Validate = void (*)(const StrategyOptions&);
+  using Make = std::unique_ptr<Strategy> (*)(const StrategyOptions&);
+  struct Bad {
+    Validate validate;
+    Make make;  // null: the factory needs a draft model
+    std::function<void(StrategyOptions&)> set;
+    const char* flag;
+  };
+  auto make_ar = [](const StrategyOptions&) { return make_ar_strategy(); };
+  const std::vector<Bad> cases = {
+      {validate_jacobi_options, make_jacobi_strategy, [](auto& o) { o.jacobi_block = -1; }, "--jacobi-block"},
+      {validate_jacobi_options, make_jacobi_strategy, [](auto& o) { o.jacobi_block = 513; }, "--jacobi-block"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.window = 0; }, "--window"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.window = 257; }, "--window"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.ngram = 1; }, "--ngram"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.ngram = 33; }, "--ngram"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.guesses = -1; }, "--guesses"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.guesses = 257; }, "--guesses"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.decoding_length = -1; }, "--decoding-length"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.decoding_length = 1025; }, "--decoding-length"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.branch_length = 0; }, "--branch-length"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.branch_length = 257; }, "--branch-length"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie_capacity = -1; }, "--trie-capacity"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie_mode = "flat"; }, "--trie-mode"},
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_min_ngram = 0; },
+       "--pl-min-ngram"},
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_min_ngram = 65; },
+       "--pl-min-ngram"},
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_max_ngram = 65; },
+       "--pl-max-ngram"},
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy,
+       [](auto& o) { o.pl_min_ngram = 5, o.pl_max_ngram = 4; }, "--pl-max-ngram"},
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_num_tokens = -1; },
+       "--pl-num-tokens"},
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_num_tokens = 257; },
+       "--pl-num-tokens"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.gamma = 0; }, "--gamma"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.gamma = 257; }, "--gamma"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.draft_window = 0; }, "--draft-window"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.draft_ngram = 1; }, "--draft-ngram"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.draft_guesses = -1; }, "--draft-guesses"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.extensions = 65; }, "--extensions"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.name = "ouroboros"; }, "--draft-model"},
+  };
+  for (const auto& c : cases) {
+    StrategyOptions o;
+    c.set(o);
+    const std::string own = error_of([&] { c.validate(o); });
+    EXPECT_NE(own.find(c.flag), std::string::npos) << c.flag << ": " << own;
+    EXPECT_EQ(error_of([&] { o.validate(); }), own) << c.flag;
+    if (c.make) {
+      EXPECT_EQ(error_of([&] { c.make(o); }), own) << c.flag;
+    }
+  }
+  // The defaults pass every check, and each strategy builds from them.
+  const StrategyOptions good;
+  for (Validate v : {validate_ar_options, validate_jacobi_options, validate_lade_options, validate_trie_options,
+                     validate_prompt_lookup_options, validate_ouroboros_options})
+    EXPECT_EQ(error_of([&] { v(good); }), "<no error>");
+  for (Make m : std::initializer_list<Make>{+make_ar, make_jacobi_strategy, make_lade_strategy, make_trie_strategy,
+                                            make_prompt_lookup_strategy})
+    EXPECT_EQ(error_of([&] { m(good); }), "<no error>");
 }
 
 TEST(BadInput, UnknownPreset) {

@@ -36,6 +36,17 @@ inline void write_bytes(const std::string& p, const std::string& s) {
   out << s;
 }
 
+// The message of the la::Error `f` throws, or "<no error>" when it returns normally.
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const la::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 // Expects `f` to throw la::Error whose message names `path` and contains `part`.
 template <class F>
 void expect_error(F f, const std::string& path, const std::string& part) {

@@ -80,6 +80,11 @@ struct Case {
   double tol;
 };
 
+// gtest prints a failing case's parameter with this (otherwise as "80-byte object <...>").
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << " " << c.dtype << (c.graphs ? " graphs" : " eager") << " tol " << c.tol;
+}
+
 class CudaForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaForward, TreeStepsAndCommitsMatchAtenForward) {
@@ -110,7 +115,7 @@ TEST_P(CudaForward, TreeStepsAndCommitsMatchAtenForward) {
     ker->truncate(L);
     EXPECT_EQ(ker->forward(in, SampleParams{}), ik);
     EXPECT_LT(max_rel(lk, lr), c.tol);
-    if (c.dtype == "fp32") EXPECT_EQ(ik, ir);
+    if (c.dtype == "fp32") { EXPECT_EQ(ik, ir); }
     const auto path = path_to(in, std::uniform_int_distribution<int>(0, T - 1)(rng));
     ref->commit(path);
     ker->commit(path);
@@ -167,7 +172,7 @@ TEST_P(CudaForward, SamplingAndForkUseTheKernels) {
   const auto a = run_all(*ker, *s1, prompts, gp);
   const auto b = run_all(*fk, *s2, prompts, gp);
   EXPECT_EQ(a, b) << "a fork decodes like its parent";
-  if (c.dtype == "fp32") EXPECT_EQ(run_all(*ref, *s3, prompts, gp), a) << "kernels vs ATen, sampled";
+  if (c.dtype == "fp32") { EXPECT_EQ(run_all(*ref, *s3, prompts, gp), a) << "kernels vs ATen, sampled"; }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaForward,

@@ -11,6 +11,7 @@ namespace la {
 // fastest of `repeats` timed chain forwards of that size (the fastest is the least disturbed on a shared
 // machine; later real steps pull the model toward typical timings). One untimed forward of the largest size
 // first warms the allocator. The model's cache is empty afterwards.
-ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats = 3);
+ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats = 3,
+                                        CostClock clock = CostClock::Wall);
 
 }  // namespace la

@@ -22,11 +22,21 @@
 //   the LP executors measure. With K = 1 this is f(T). So the same model tells how large a plan K ranks run in
 //   the time of one rank's: the controller sees cheaper big plans and grows them.
 // * freeze() stops updates: tests force extreme shapes (flat, steep) that no timing can move.
+// * The clock (CostClock) that times forwards and host work: wall time on a GPU (the host waits for the device)
+//   or a multi-threaded CPU forward; the calling thread's CPU time for a CPU forward on one thread, so that a
+//   forward preempted by another process on a shared machine is not costed as a slow forward (preemption costs
+//   a one-token forward as much as an eight-token one and flattens the curve; the controller then drafts more
+//   than pays). The set-up picks it (generate: cpu device and --threads 1 -> ThreadCpu).
 #pragma once
 #include <cstddef>
 #include <vector>
 
 namespace la {
+
+enum class CostClock { Wall, ThreadCpu };
+// Seconds on clock `c` from an arbitrary origin (differences only).
+double cost_clock_seconds(CostClock c);
+const char* cost_clock_name(CostClock c);
 
 class ForwardCostModel {
  public:
@@ -76,6 +86,10 @@ class StepCostModel {
   void observe_parts(int plan_tokens, int max_part_tokens);
   void observe_latency(double seconds);
   void freeze(bool f = true) { fwd_.freeze(f); frozen_ = f; }
+  // The clock every observation is taken on (see the design notes above).
+  CostClock clock() const { return clock_; }
+  void set_clock(CostClock c) { clock_ = c; }
+  double now() const { return cost_clock_seconds(clock_); }
 
  private:
   ForwardCostModel fwd_;
@@ -83,6 +97,7 @@ class StepCostModel {
   double latency_s_;
   double imbalance_ = 1.0;
   bool frozen_ = false;
+  CostClock clock_ = CostClock::Wall;
 };
 
 }  // namespace la

@@ -19,8 +19,12 @@
 // LADE pool's candidates for the root) and the acceptance statistics are kept per class as well as strategy-wide:
 // a class seen before is judged on its own statistics (no match: plain steps, a long match: a long draft), a
 // class never seen on the strategy-wide ones.
+// Probes are paid for: one costs its extra forward time over the chosen level, so the interval grows until probing
+// takes at most `probe_share` of the step time (with a steep cost, e.g. a compute-bound CPU forward where two
+// tokens cost 1.4 plain steps, every 16 steps would be 2.5%; on a flat GPU cost it is free and every 16 holds).
 // Warm-up: the strategy's first `warmup_steps` steps (the controller lives as long as the strategy, across
-// requests) plan the largest budget, measuring every level at once.
+// requests) plan the largest budget that costs at most `warmup_cost` plain steps, measuring every level below it
+// at once (on a flat cost: the largest budget; on a steep one a 65-token step would cost four plain steps).
 //
 // Determinism: only which draft is proposed depends on timings; the verifier accepts exactly the tokens plain
 // decoding would produce (greedy) or the position-keyed samples (sampling), whatever the budget.
@@ -43,6 +47,8 @@ struct AdaptiveOptions {
   bool host_overhead = true;    // add measured host time per level to the step cost
   double prefer_larger = 0.01;  // relative score margin within which the larger budget wins
   double min_gain = 0.03;       // a draft costlier than a plain step must beat it by this relative margin
+  double probe_share = 0.02;    // at most this share of step time spent on probes (their extra cost)
+  double warmup_cost = 2.0;     // a warm-up step costs at most this many plain steps
 };
 
 struct AdaptiveCounters {
@@ -75,6 +81,8 @@ class DraftController {
   double step_cost(int level, double nodes) const;
   const AcceptanceModel& current() const;  // the statistics for the current context class
   double host(int level) const;
+  int warmup_level() const;
+  int probe_interval(int pick) const;
 
   Strategy& s_;
   const StepCostModel& cost_;

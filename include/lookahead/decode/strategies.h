@@ -47,9 +47,19 @@ struct StrategyOptions {
   int extensions = 3;        // K phrase-pool extensions verified at the draft's end
   std::string pool_state;    // phrase pool file: loaded at start (corrupt: refused), saved atomically at exit
 
-  // Throws la::Error naming the first invalid parameter.
+  // Checks the strategy name, then every strategy's options (validate_*_options below): throws la::Error naming
+  // the first invalid flag.
   void validate() const;
 };
+
+// Each strategy's own option check, defined next to its implementation: one la::Error per bad value, naming the
+// flag (--window, --draft-window, ...). Its factory calls it too. Ouroboros also needs --draft-model when selected.
+void validate_ar_options(const StrategyOptions& opt);
+void validate_jacobi_options(const StrategyOptions& opt);
+void validate_lade_options(const StrategyOptions& opt);
+void validate_trie_options(const StrategyOptions& opt);
+void validate_prompt_lookup_options(const StrategyOptions& opt);
+void validate_ouroboros_options(const StrategyOptions& opt);
 
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& opt, StepModel* draft_model = nullptr);
 

@@ -1,0 +1,165 @@
+#include "generate_options.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "cli.h"
+#include "lookahead/model/model_path.h"
+#include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
+
+namespace po = boost::program_options;
+
+namespace la::cli {
+namespace {
+
+void add_run_options(po::options_description& d, GenerateOptions& o) {
+  d.add_options()
+      ("help,h", "show this help")
+      ("config", po::value(&o.config_file), "read options from an INI-style file (key = value), flags win")
+      ("model", po::value(&o.load.model), "Hugging Face model directory, a NAME under $LOOKAHEAD_DEPS/models "
+                                          "(default ~/.cache/lookahead/models; e.g. SmolLM2-135M-Instruct), or "
+                                          "random:NAME[:SEED] (dummy weights)")
+      ("tokenizer", po::value(&o.tokenizer_dir), "directory (or cached NAME) with tokenizer.model or tokenizer.json "
+                                                 "(default: the model's; random: models use a byte tokenizer; `bytes`: that "
+                                                 "byte tokenizer for any model)")
+      ("prompt", po::value(&o.prompt), "one prompt; the text streams to stdout")
+      ("input", po::value(&o.input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the "
+                                     "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat)")
+      ("chat", po::bool_switch(&o.chat), "wrap each prompt as one user message in the model's chat template "
+                                         "(ChatML, Llama-3, Llama-2/Mistral [INST]; default: off, the text is fed as is)")
+      ("output", po::value(&o.output), "JSONL output, one record per prompt, written as results arrive")
+      ("max-new-tokens", po::value(&o.gen.max_new_tokens)->default_value(128),
+       "new tokens per prompt (0: until eos or the context limit)")
+      ("temperature", po::value(&o.gen.sample.temperature)->default_value(0.f), "0: greedy; > 0: sampling")
+      ("top-k", po::value(&o.gen.sample.top_k)->default_value(0), "sampling: keep the k most likely (0: off)")
+      ("top-p", po::value(&o.gen.sample.top_p)->default_value(1.f), "sampling: nucleus mass in (0, 1] (1: off)")
+      ("seed", po::value(&o.seed)->default_value(0), "sampling seed (outputs are reproducible)")
+      ("dtype", po::value(&o.load.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")
+      ("device", po::value(&o.load.device)->default_value("cpu"), "cpu | cuda")
+      ("threads", po::value(&o.load.threads)->default_value(0), "CPU threads (0: libtorch default)")
+      ("stats-json", po::value(&o.stats_path), "write per-prompt and aggregate statistics to this JSON file")
+      ("comm", po::value(&o.comm)->default_value("auto"),
+       "multi-rank runs (mpirun/srun): auto | mpi | nccl (auto: NCCL when every rank has its own GPU)")
+      ("rank-timeout", po::value(&o.rank_timeout_s)->default_value(60),
+       "multi-rank runs: seconds rank 0 waits for a silent rank before failing the job (0: forever)")
+      ("simulate-ranks", po::value(&o.simulate_ranks)->default_value(0),
+       "lookahead parallelism simulated in one process: split every step over K replicas (shared weights, own "
+       "KV caches), run them in sequence, time each; --stats-json gets a \"simulation\" object (0: off)")
+      ("collective-latency-us", po::value(&o.collective_latency_us)->default_value(0),
+       "--simulate-ranks: per-step collective latency (us) added to the slowest replica's forward in the model "
+       "of a K-device step (launch/strong-scaling.sh measures it)")
+      ("quiet,q", po::bool_switch(&o.quiet), "do not stream text or print the summary")
+      ("allow-empty-prompt", po::bool_switch(&o.allow_empty), "accept empty prompts (generation starts from BOS)");
+}
+
+void add_strategy_options(po::options_description& d, StrategyOptions& s) {
+  d.add_options()
+      ("strategy", po::value(&s.name)->default_value("ar"),
+       "ar | jacobi | lade | trie | prompt-lookup | ouroboros")
+      ("draft-seed", po::value(&s.seed)->default_value(0), "seed of draft-state randomness (LADE/Jacobi init)")
+      ("jacobi-block", po::value(&s.jacobi_block)->default_value(16), "jacobi: guessed future tokens per step")
+      ("window", po::value(&s.window)->default_value(15), "lade: window W (lookahead columns)")
+      ("ngram", po::value(&s.ngram)->default_value(5), "lade: n-gram size N (N-1 window levels)")
+      ("guesses", po::value(&s.guesses)->default_value(15), "lade: G, max verification n-grams per step and per key")
+      ("pool-from-prompt", po::bool_switch(&s.pool_from_prompt), "lade: seed the n-gram pool with prompt n-grams")
+      ("decoding-length", po::value(&s.decoding_length)->default_value(64), "trie: draft tokens per step")
+      ("branch-length", po::value(&s.branch_length)->default_value(12), "trie: branch length")
+      ("trie-capacity", po::value(&s.trie_capacity)->default_value(0), "trie: node budget (0: 32 x decoding length)")
+      ("trie-mode", po::value(&s.trie_mode)->default_value("hierarchical"), "trie: hierarchical | parallel")
+      ("trie-state", po::value(&s.trie_state)->default_value(""), "trie: state file loaded at start, saved at exit")
+      ("pl-min-ngram", po::value(&s.pl_min_ngram)->default_value(1), "prompt-lookup: shortest suffix to match")
+      ("pl-max-ngram", po::value(&s.pl_max_ngram)->default_value(4), "prompt-lookup: longest suffix to match")
+      ("pl-num-tokens", po::value(&s.pl_num_tokens)->default_value(10), "prompt-lookup: tokens proposed per step")
+      ("draft-model", po::value(&s.draft_model)->default_value(""), "ouroboros: draft model directory or random:")
+      ("gamma", po::value(&s.gamma)->default_value(12), "ouroboros: draft tokens per round")
+      ("draft-window", po::value(&s.draft_window)->default_value(20), "ouroboros: draft model's LADE window")
+      ("draft-guesses", po::value(&s.draft_guesses)->default_value(20), "ouroboros: draft model's LADE guesses")
+      ("draft-ngram", po::value(&s.draft_ngram)->default_value(7), "ouroboros: draft model's LADE n-gram size")
+      ("extensions", po::value(&s.extensions)->default_value(3), "ouroboros: K phrase extensions verified per step")
+      ("pool-state", po::value(&s.pool_state)->default_value(""), "ouroboros: phrase pool file loaded/saved")
+      ("adaptive", po::value<std::string>()->default_value("on")->notifier([&s](const std::string& v) {
+         LA_CHECK(v == "on" || v == "off", "invalid --adaptive '", v, "' (expected on or off)");
+         s.adaptive = v == "on";
+       }),
+       "on | off: choose each step's draft size (0 = plain step) from a cost model calibrated at load and measured "
+       "acceptance; the strategy's parameters are upper bounds");
+}
+
+void check_inputs(const GenerateOptions& o) {
+  LA_CHECK(o.has_prompt || !o.input.empty(), "give --prompt TEXT or --input prompts.jsonl");
+  LA_CHECK(!(o.has_prompt && !o.input.empty()), "give only one of --prompt and --input");
+  LA_CHECK(o.input.empty() || !o.output.empty(), "--input needs --output");
+}
+
+void check_sampling(const GenParams& g, int64_t seed) {
+  LA_CHECK(g.max_new_tokens >= 0, "--max-new-tokens must be >= 0 (got ", g.max_new_tokens, ")");
+  LA_CHECK(std::isfinite(g.sample.temperature) && g.sample.temperature >= 0,
+           "--temperature must be >= 0 (got ", g.sample.temperature, ")");
+  LA_CHECK(g.sample.top_k >= 0, "--top-k must be >= 0 (got ", g.sample.top_k, ")");
+  LA_CHECK(g.sample.top_p > 0 && g.sample.top_p <= 1, "--top-p must be in (0, 1] (got ", g.sample.top_p, ")");
+  LA_CHECK(seed >= 0, "--seed must be >= 0");
+}
+
+void check_load(const LoadOptions& lo) {
+  LA_CHECK(lo.dtype == "fp32" || lo.dtype == "fp16" || lo.dtype == "bf16", "invalid --dtype '", lo.dtype,
+           "' (expected fp32, fp16 or bf16)");
+  LA_CHECK(lo.device == "cpu" || lo.device == "cuda", "invalid --device '", lo.device, "' (expected cpu or cuda)");
+  LA_CHECK(lo.threads >= 0, "--threads must be >= 0");
+}
+
+void check_ranks(const GenerateOptions& o) {
+  LA_CHECK(o.rank_timeout_s >= 0, "--rank-timeout must be >= 0");
+  LA_CHECK(o.simulate_ranks >= 0, "--simulate-ranks must be >= 1 (or 0: off; got ", o.simulate_ranks, ")");
+  LA_CHECK(std::isfinite(o.collective_latency_us) && o.collective_latency_us >= 0,
+           "--collective-latency-us must be >= 0");
+}
+
+}  // namespace
+
+void add_generate_options(po::options_description& d, GenerateOptions& o) {
+  add_run_options(d, o);
+  add_device_options(d, o.load, o.graphs);
+  add_strategy_options(d, o.strategy);
+  add_batch_options(d, o.batch);
+}
+
+bool parse_generate_options(int argc, char** argv, GenerateOptions& o) {
+  po::options_description d("lookahead generate: decode prompts with a Llama-family model\n\nOptions");
+  add_generate_options(d, o);
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, d), vm);
+  if (vm.count("help")) {
+    std::cout << d << "\nExamples:\n  lookahead generate --model ../shared/models/stories260K --prompt 'Once upon a time'"
+                      " --strategy lade\n  lookahead generate --model DIR --input prompts.jsonl --output out.jsonl"
+                      " --strategy trie --decoding-length 64\n" << kBatchHelp;
+    return false;
+  }
+  if (vm.count("config")) {
+    const std::string cf = vm["config"].as<std::string>();
+    LA_CHECK(file_exists(cf), "--config file '", cf, "' does not exist");
+    po::store(po::parse_config_file<char>(cf.c_str(), d), vm);
+  }
+  po::notify(vm);
+  o.has_prompt = vm.count("prompt") > 0;
+  return true;
+}
+
+void check_generate_options(GenerateOptions& o) {
+  LA_CHECK(!o.load.model.empty(), "--model is required");
+  o.load.model = resolve_model_path(o.load.model, "--model");
+  if (!o.tokenizer_dir.empty() && o.tokenizer_dir != "bytes")
+    o.tokenizer_dir = resolve_model_path(o.tokenizer_dir, "--tokenizer");
+  if (!o.strategy.draft_model.empty())
+    o.strategy.draft_model = resolve_model_path(o.strategy.draft_model, "--draft-model");
+  check_inputs(o);
+  check_sampling(o.gen, o.seed);
+  o.gen.sample.seed = static_cast<uint64_t>(o.seed);
+  check_load(o.load);
+  apply_device_options(o.load, o.graphs);
+  o.strategy.validate();
+  o.batch.validate();
+  check_ranks(o);
+}
+
+}  // namespace la::cli

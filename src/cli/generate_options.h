@@ -1,0 +1,43 @@
+// `lookahead generate`'s flags, bound to one options struct (Boost.Program_options), and the checks that need
+// nothing loaded. Each strategy checks its own flags (StrategyOptions::validate -> validate_*_options next to the
+// strategy in src/decode/); batch flags are checked by BatchOptions (batch.h).
+#pragma once
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <string>
+
+#include "batch.h"
+#include "lookahead/decode/generator.h"
+#include "lookahead/decode/strategies.h"
+#include "lookahead/model/llama.h"
+
+namespace la::cli {
+
+struct GenerateOptions {
+  LoadOptions load;          // --model --dtype --device --threads --kernels (--cuda-graphs via `graphs`)
+  StrategyOptions strategy;  // --strategy and its parameters, --adaptive
+  GenParams gen;             // --max-new-tokens, sampling (the seed arrives through `seed`)
+  BatchOptions batch;        // --resume --overwrite --progress-interval --stop-grace --rss-every
+  std::string prompt;        // --prompt (has_prompt: it was given, even empty)
+  bool has_prompt = false;
+  std::string input, output, stats_path, config_file, tokenizer_dir;
+  std::string graphs;        // --cuda-graphs as given, turned into load.cuda_graphs by the checks
+  bool quiet = false, allow_empty = false, chat = false;
+  std::string comm = "auto";
+  double rank_timeout_s = 60;
+  int64_t seed = 0;
+  int simulate_ranks = 0;
+  double collective_latency_us = 0;
+
+  bool from_file() const { return !has_prompt; }
+};
+
+// Binds every flag of `generate` (with its default and help line) to `o`.
+void add_generate_options(boost::program_options::options_description& d, GenerateOptions& o);
+// Parses the command line and --config FILE (flags win). Returns false when --help was printed.
+bool parse_generate_options(int argc, char** argv, GenerateOptions& o);
+// Checks every value before anything is loaded (one la::Error naming the flag) and resolves model NAMEs to
+// directories (model_path.h).
+void check_generate_options(GenerateOptions& o);
+
+}  // namespace la::cli

@@ -1,0 +1,99 @@
+#include "prompt_input.h"
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+
+#include "lookahead/model/chat_template.h"
+#include "lookahead/model/llama.h"
+#include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
+
+namespace la::cli {
+namespace {
+
+// Token ids of a rendered chat, as transformers' apply_chat_template(tokenize=True) makes them: the template
+// writes any BOS itself, so the tokenizer must not add one (no encode flag for that: drop the one it adds).
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::string& text, int bos_id) {
+  std::vector<int32_t> ids = tok.encode(text);
+  const std::vector<int32_t> empty = tok.encode("");
+  if (!empty.empty() && empty[0] == bos_id && !ids.empty() && ids[0] == bos_id) ids.erase(ids.begin());
+  return ids;
+}
+
+// The chat template when --chat is given or a record carries "messages" (and still needs its ids), else null.
+std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>& prompts, const GenerateOptions& o) {
+  const bool any_messages = std::any_of(prompts.begin(), prompts.end(), [](const PromptRecord& p) {
+    return !p.messages.empty() && p.ids.empty();
+  });
+  if (!o.chat && !any_messages) return nullptr;
+  const std::string tdir = o.tokenizer_dir.empty() ? o.load.model : o.tokenizer_dir;
+  LA_CHECK(!is_random_model(tdir), o.chat ? "--chat needs" : "\"messages\" records need",
+           " a chat template: give a model directory (or --tokenizer DIR) that has one");
+  return std::make_unique<ChatTemplate>(ChatTemplate::load(tdir));
+}
+
+// " (id ...)" after "empty prompt" for --input records; nothing for --prompt.
+std::string id_note(const PromptRecord& p, const GenerateOptions& o) {
+  return o.from_file() ? " (id " + p.id.dump() + ")" : std::string();
+}
+
+// "prompt_ids" are used as given: each must be in the vocabulary.
+void check_given_ids(const PromptRecord& p, const ModelConfig& cfg, const GenerateOptions& o) {
+  for (auto t : p.ids)
+    LA_CHECK(t >= 0 && t < cfg.vocab, "prompt ", p.id.dump(), ": token id ", t, " outside the vocabulary");
+  check_fits(cfg, p.ids.size(), o.gen.max_new_tokens);
+}
+
+std::vector<int32_t> encode_prompt(const PromptRecord& p, const Tokenizer& tok, const ChatTemplate* chat,
+                                   const ModelConfig& cfg, const GenerateOptions& o) {
+  if (!p.messages.empty()) return encode_chat(tok, chat->render(p.messages), cfg.bos_id);
+  if (o.chat) return encode_chat(tok, chat->render({{"user", p.text}}), cfg.bos_id);
+  return tok.encode(p.text);
+}
+
+}  // namespace
+
+std::vector<PromptRecord> read_prompts(const GenerateOptions& o) {
+  std::vector<PromptRecord> prompts;
+  if (o.has_prompt) {
+    PromptRecord p;
+    p.text = o.prompt;
+    prompts.push_back(std::move(p));
+    return prompts;
+  }
+  LA_CHECK(file_exists(o.input), "--input file '", o.input, "' does not exist");
+  std::ifstream in(o.input);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    PromptRecord p;
+    if (!parse_prompt_record(line, prompts.size(), o.input + ":" + std::to_string(lineno), p)) continue;
+    prompts.push_back(std::move(p));
+  }
+  LA_CHECK(!prompts.empty(), "--input file '", o.input, "' holds no prompts");
+  return prompts;
+}
+
+void tokenize_prompts(std::vector<PromptRecord>& prompts, const Tokenizer& tok, const ModelConfig& cfg,
+                      const GenerateOptions& o) {
+  const std::unique_ptr<ChatTemplate> chat = chat_template_for(prompts, o);
+  for (auto& p : prompts) {
+    if (!p.ids.empty()) {  // pre-tokenized ("prompt_ids")
+      check_given_ids(p, cfg, o);
+      continue;
+    }
+    LA_CHECK(o.allow_empty || !p.text.empty() || !p.messages.empty(), "empty prompt", id_note(p, o),
+             " (pass --allow-empty-prompt to generate from BOS alone)");
+    p.ids = encode_prompt(p, tok, chat.get(), cfg, o);
+    LA_CHECK(!p.ids.empty(), "empty prompt", id_note(p, o), ": it encodes to no tokens");
+    try {
+      check_fits(cfg, p.ids.size(), o.gen.max_new_tokens);
+    } catch (const Error& e) {
+      fail(o.from_file() ? "prompt " + p.id.dump() + ": " : std::string(), e.what());
+    }
+  }
+}
+
+}  // namespace la::cli

@@ -1,0 +1,21 @@
+// The prompts of a `generate` run: --prompt or the --input JSONL records (prompt_records.h), then their token
+// ids: "prompt_ids" as given, "messages" and --chat through the model's chat template, else the tokenizer (the
+// call `tokenize` makes). Every prompt is checked against the vocabulary and the context before any weights load.
+#pragma once
+#include <vector>
+
+#include "generate_options.h"
+#include "lookahead/model/config.h"
+#include "lookahead/model/tokenizer.h"
+#include "lookahead/util/prompt_records.h"
+
+namespace la::cli {
+
+// --prompt as one record, or every record of --input (an error names the file and line; no prompts: an error).
+std::vector<PromptRecord> read_prompts(const GenerateOptions& o);
+
+// Fills every prompt's ids and checks that each fits `cfg` with --max-new-tokens (errors name the prompt's id).
+void tokenize_prompts(std::vector<PromptRecord>& prompts, const Tokenizer& tok, const ModelConfig& cfg,
+                      const GenerateOptions& o);
+
+}  // namespace la::cli

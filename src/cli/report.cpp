@@ -1,0 +1,156 @@
+#include "report.h"
+
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+
+#include "lookahead/util/files.h"
+#include "request_loop.h"
+#include "signals.h"
+
+using json = nlohmann::json;
+
+namespace la::cli {
+namespace {
+
+json adaptive_stats(const RunReport& r) {
+  json a = adaptive_json(r.loop.total.budgets);
+  json cm = json::object();
+  auto& fwd = r.adaptive.cost->forward();
+  for (int b : fwd.buckets()) cm[std::to_string(b)] = fwd.seconds(b) * 1e3;
+  a["forward_ms_by_tokens"] = cm;
+  a["ladder"] = r.adaptive.controller->ladder();
+  return a;
+}
+
+json dist_stats(const ParallelCounters& dc) {
+  return {{"backend", dc.backend}, {"steps", dc.steps},
+          {"duplication", dc.plan_nodes ? double(dc.part_nodes) / dc.plan_nodes : 0.0},
+          {"disagreements", 0}, {"step_tokens", dc.step_tokens},  // a disagreement ends the run
+          {"run_s", dc.run_seconds},
+          {"max_forward_s", dc.max_forward_seconds}, {"forward_rank0_s", dc.forward_seconds_rank0},
+          {"broadcast_s", dc.broadcast_seconds}, {"gather_wait_s", dc.gather_wait_seconds},
+          {"bytes_sent", dc.bytes_sent}, {"bytes_received", dc.bytes_received}};
+}
+
+json simulation_stats(const ParallelExecutor& sim, const RequestStats& total) {
+  const auto c = sim.counters();
+  const double steps = c.steps ? double(c.steps) : 1.0, modelled = sim.modelled_seconds(total.seconds);
+  json fwd = json::array(), tok = json::array();
+  for (const auto& r : sim.steps()) {  // per step and rank; none when large (ParallelOptions::record_limit)
+    json f = json::array();
+    for (float x : r.forward_ms) f.push_back(std::round(x * 1000) / 1000);
+    fwd.push_back(f);
+    tok.push_back(r.step_tokens);
+  }
+  return {{"ranks", c.ranks}, {"steps", c.steps}, {"new_tokens", total.new_tokens},
+          {"collective_latency_us", c.collective_latency_s * 1e6},
+          {"measured_seconds", total.seconds}, {"measured_tokens_per_s", total.tokens_per_s()},
+          {"forward_seconds", c.forward_seconds}, {"max_forward_seconds", c.max_forward_seconds},
+          {"modelled_step_seconds", c.modelled_step_seconds}, {"modelled_seconds", modelled},
+          {"modelled_tokens_per_s", modelled > 0 ? total.new_tokens / modelled : 0.0},
+          {"measured_step_ms", total.seconds / steps * 1e3}, {"modelled_step_ms", modelled / steps * 1e3},
+          {"max_forward_ms_mean", c.max_forward_seconds / steps * 1e3},
+          {"mean_tokens_per_rank", double(c.step_tokens) / steps / c.ranks},
+          {"duplication", c.plan_nodes ? double(c.part_nodes) / c.plan_nodes : 0.0},
+          {"disagreements", 0}, {"per_step_forward_ms", fwd}, {"per_step_tokens", tok}};
+}
+
+}  // namespace
+
+json stats_json(const RequestStats& s) {
+  json h = json::array();
+  for (auto v : s.accept_hist) h.push_back(v);
+  return {{"steps", s.steps},
+          {"new_tokens", s.new_tokens},
+          {"compression", s.compression()},
+          {"mean_accepted", s.mean_accepted()},
+          {"accept_hist", h},
+          {"draft_tokens_per_step", s.steps ? double(s.draft_tokens) / s.steps : 0.0},
+          {"lookahead_tokens_per_step", s.steps ? double(s.lookahead_tokens) / s.steps : 0.0},
+          {"step_tokens_per_step", s.steps ? double(s.step_tokens) / s.steps : 0.0},
+          {"seconds", s.seconds},
+          {"prefill_s", s.prefill_s},
+          {"draft_s", s.draft_s},
+          {"forward_s", s.forward_s},
+          {"verify_s", s.verify_s},
+          {"commit_s", s.commit_s},
+          {"cpu_s", s.cpu_s},
+          {"tokens_per_s", s.tokens_per_s()}};
+}
+
+json adaptive_json(const AdaptiveCounters& a) {
+  json h = json::object();
+  for (auto& [b, n] : a.budget_hist) h[std::to_string(b)] = n;
+  return {{"budget_hist", h}, {"steps", a.steps}, {"plain_steps", a.plain_steps},
+          {"plain_fraction", a.steps ? double(a.plain_steps) / a.steps : 0.0}, {"probe_steps", a.probe_steps}};
+}
+
+std::string output_text(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,
+                        const std::vector<int32_t>& eos_ids, const std::vector<int32_t>& ids) {
+  TextStream whole(tok, prompt_ids, eos_ids);
+  return whole.push(ids) + whole.finish();
+}
+
+json result_record(const PromptRecord& p, const GenResult& r, const std::string& text, const std::string& strategy) {
+  json rec = {{"id", p.id},
+              {"prompt", p.text},
+              {"prompt_ids", p.ids},
+              {"ids", r.ids},
+              {"text", text},
+              {"finish_reason", r.stats.finish_reason},
+              {"new_tokens", r.stats.new_tokens},
+              {"steps", r.stats.steps},
+              {"seconds", r.stats.seconds},
+              {"tokens_per_s", r.stats.tokens_per_s()},
+              {"strategy", strategy},
+              {"stats", stats_json(r.stats)}};
+  if (!p.messages.empty()) {
+    json m = json::array();
+    for (const auto& x : p.messages) m.push_back({{"role", x.role}, {"content", x.content}});
+    rec["messages"] = m;
+  }
+  if (r.stats.adaptive) rec["stats"]["adaptive"] = adaptive_json(r.stats.budgets);
+  return rec;
+}
+
+void write_stats_file(const RunReport& r) {
+  if (r.o.stats_path.empty()) return;
+  json s = {{"strategy", r.strategy.name()}, {"model", r.o.load.model}, {"aggregate", stats_json(r.loop.total)},
+            {"per_prompt", r.loop.per_prompt}, {"counters", r.strategy.counters()}};
+  if (r.adaptive.controller) s["adaptive"] = adaptive_stats(r);
+  s["ranks"] = r.comm.size();
+  // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).
+  s["comm"] = {{"backend", r.comm.backend()}, {"mpi_initialized", mpi_initialized()}, {"mpi_build", built_with_mpi()}};
+  if (r.exec.par && !r.exec.sim()) s["dist"] = dist_stats(r.exec.par->counters());
+  if (r.exec.sim()) s["simulation"] = simulation_stats(*r.exec.sim(), r.loop.total);
+  write_file_atomic(r.o.stats_path, s.dump(2));
+}
+
+void print_summary(const RunReport& r) {
+  if (r.o.quiet) return;
+  const RequestStats& total = r.loop.total;
+  std::cerr << std::fixed << r.tag << r.loop.ran << " prompt(s), " << total.new_tokens << " tokens in "
+            << total.steps << " steps (S = " << std::setprecision(2) << total.compression() << "), "
+            << std::setprecision(3) << total.seconds << " s, " << std::setprecision(1) << total.tokens_per_s()
+            << " tokens/s\n";
+  if (!r.exec.sim()) return;
+  const int k = r.o.simulate_ranks;
+  const double m = r.exec.sim()->modelled_seconds(total.seconds);
+  std::cerr << "[lookahead] simulated " << k << " ranks in sequence; modelled " << k
+            << "-device run (slowest replica + " << std::setprecision(1) << r.o.collective_latency_us
+            << " us per step): " << std::setprecision(3) << m << " s, " << std::setprecision(1)
+            << (m > 0 ? total.new_tokens / m : 0.0) << " tokens/s\n";
+}
+
+int report_interrupted(const RunReport& r) {
+  const int sig = stop_signal();
+  const std::string& output = r.o.output;
+  std::cerr << (r.tag + "interrupted by " + signal_name(sig) + ": " + std::to_string(r.loop.already + r.loop.ran) +
+                " of " + std::to_string(r.prompts) + " prompt(s) done" +
+                (output.empty() ? std::string() : " in '" + output + "'; rerun with --resume to continue") +
+                (r.loop.dropped ? " (the request in flight was dropped)" : "") + "\n");
+  return interrupted_exit_code(sig);
+}
+
+}  // namespace la::cli

@@ -1,0 +1,78 @@
+#include "request_loop.h"
+
+#include <iostream>
+
+#include "batch.h"
+#include "progress.h"
+#include "report.h"
+#include "signals.h"
+
+namespace la::cli {
+namespace {
+
+// One prompt through the generator, its text streamed to stdout when `stream` (a --prompt run).
+GenResult generate_one(const RequestInputs& in, const PromptRecord& p, bool stream, Generator& gen,
+                       Strategy& strategy, const GenParams& gp, StopControl& stop, Progress& progress) {
+  TextStream ts(in.tok, p.ids, in.eos_ids);
+  if (stream) std::cout << p.text << (in.o.chat ? "\n" : "") << std::flush;  // a chat: the user's text, own line
+  auto on_tokens = [&](const std::vector<int32_t>& ids) {
+    if (stream) std::cout << ts.push(ids) << std::flush;
+    if (stop.on_step(static_cast<int>(ids.size()))) strategy.shutdown();  // save state now, again at the end
+    progress.step(static_cast<int>(ids.size()));
+  };
+  GenResult r = gen.generate(p.ids, gp, on_tokens);
+  if (stream) std::cout << ts.finish() << std::endl;
+  return r;
+}
+
+// Adds a finished request to the totals and writes its record.
+void record_result(const RequestInputs& in, const PromptRecord& p, const GenResult& r, const Strategy& strategy,
+                   JsonlOutput& out, LoopResult& res) {
+  res.total.add(r.stats);
+  const nlohmann::json rec = result_record(p, r, output_text(in.tok, p.ids, in.eos_ids, r.ids), strategy.name());
+  if (out.is_open()) out.write(rec);
+  if (!in.o.stats_path.empty()) {  // kept only for --stats-json (about 1 KB per prompt)
+    res.per_prompt.push_back(rec["stats"]);
+    res.per_prompt.back()["id"] = p.id;
+  }
+  ++res.ran;
+}
+
+}  // namespace
+
+LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strategy, JsonlOutput& out) {
+  const GenerateOptions& o = in.o;
+  LoopResult res;
+  for (char k : in.skip) res.already += k;
+  Progress progress(in.prompts.size(), res.already, o.batch.progress_interval, !o.quiet && o.from_file(), in.tag);
+  StopControl stop(o.batch.stop_grace);
+  GenParams gp = o.gen;
+  gp.cancel = stop.cancel_flag();
+  const bool stream = o.has_prompt && !o.quiet;
+  if (o.batch.rss_every > 0) std::cerr << memory_line(in.tag, 0, strategy.counters()) + "\n";
+  for (size_t i = 0; i < in.prompts.size(); ++i) {
+    if (in.skip[i]) continue;
+    if (stop_signal() != 0) {
+      res.interrupted = true;
+      break;
+    }
+    const auto& p = in.prompts[i];
+    gp.sample.stream = i;  // the prompt's index, not the count processed: resumed sampled runs match
+    stop.begin_request(o.gen.max_new_tokens > 0 ? o.gen.max_new_tokens
+                                                : in.max_positions + 1 - static_cast<int>(p.ids.size()));
+    const GenResult r = generate_one(in, p, stream, gen, strategy, gp, stop, progress);
+    if (r.stats.finish_reason == "cancelled") {  // dropped, never written: --resume redoes it
+      res.interrupted = true;
+      break;
+    }
+    record_result(in, p, r, strategy, out, res);
+    progress.request_done(r.stats.new_tokens);
+    if (o.batch.rss_every > 0 && res.ran % o.batch.rss_every == 0)
+      std::cerr << memory_line(in.tag, res.ran, strategy.counters()) + "\n";
+  }
+  progress.finish();
+  res.dropped = stop.cancelled();
+  return res;
+}
+
+}  // namespace la::cli

@@ -1,0 +1,40 @@
+// Rank 0's request loop: every prompt through the generator in turn (those --resume found done are skipped),
+// streaming a --prompt's text, one --output record per prompt as it finishes, progress lines, memory lines, and
+// the clean stop on SIGINT/SIGTERM (the request in flight is finished within --stop-grace or dropped, never
+// written half).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "generate_options.h"
+#include "lookahead/decode/generator.h"
+#include "lookahead/decode/strategy.h"
+#include "lookahead/model/tokenizer.h"
+#include "lookahead/util/prompt_records.h"
+#include "output_file.h"
+
+namespace la::cli {
+
+// What the loop reads (all owned by the caller).
+struct RequestInputs {
+  const GenerateOptions& o;
+  const std::vector<PromptRecord>& prompts;
+  const std::vector<char>& skip;       // skip[i]: prompt i is already in --output (--resume)
+  const Tokenizer& tok;
+  const std::vector<int32_t>& eos_ids;  // the eos that ends generation prints nothing
+  int max_positions;                    // the model's context (the new-token budget of --max-new-tokens 0)
+  const std::string& tag;
+};
+
+struct LoopResult {
+  RequestStats total;                                   // over the prompts run here
+  nlohmann::json per_prompt = nlohmann::json::array();  // stats per prompt, kept only for --stats-json
+  size_t already = 0;        // prompts skipped by --resume
+  size_t ran = 0;            // prompts run and written
+  bool interrupted = false;  // stopped by a signal before the end
+  bool dropped = false;      // the request in flight was cancelled (not written)
+};
+
+LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strategy, JsonlOutput& out);
+
+}  // namespace la::cli

@@ -1,0 +1,70 @@
+// Set-up of a `generate` run on every rank: the communicator and this rank's role, the tokenizer and model
+// config (before any weights, so bad prompts fail fast), the weights (the draft model's too, on rank 0), the
+// ranks' agreement on weights and parameters, the hand-off of ranks > 0 to the worker loop, and on rank 0 the
+// strategy and adaptive drafting. The executor itself is built in run_executor.h.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "generate_options.h"
+#include "lookahead/decode/cost_model.h"
+#include "lookahead/decode/draft_controller.h"
+#include "lookahead/decode/generator.h"
+#include "lookahead/model/step_model.h"
+#include "lookahead/model/tokenizer.h"
+#include "lookahead/parallel/comm.h"
+#include "lookahead/parallel/parallel_executor.h"
+#include "lookahead/parallel/replica_group.h"
+
+namespace la::cli {
+
+struct RunExecutor;
+
+struct Ranks {
+  std::unique_ptr<Comm> comm;
+  bool root = true;      // rank 0: runs the strategy, streams text, writes outputs
+  bool rank_log = true;  // per-rank log lines (load, device): not --quiet
+  std::string tag;       // log prefix: "[lookahead] ", or "[rank R] " in multi-rank jobs
+};
+
+// Creates the communicator (collective), checks --simulate-ranks against the job, places this rank on its CUDA
+// device, and makes ranks > 0 quiet (o.quiet).
+Ranks open_ranks(GenerateOptions& o);
+
+struct Models {
+  ModelConfig cfg;                 // from the model files, read before the weights
+  std::unique_ptr<Tokenizer> tok;  // as `tokenize` opens it
+  std::unique_ptr<StepModel> model;
+  std::unique_ptr<StepModel> draft;  // ouroboros, rank 0 only
+};
+
+// The config and the tokenizer, no weights (a bad config fails before anything large is read).
+Models open_model_files(const GenerateOptions& o);
+// The target's weights, and for ouroboros the draft model's (only rank 0 runs the strategy), after checking that
+// the draft shares the target's vocabulary and tokenizer files.
+void load_weights(Models& m, const GenerateOptions& o, bool root);
+// Every rank must hold the same weights and run with the same parameters (one rank: nothing to compare).
+void check_ranks_agree(Comm& comm, const StepModel& model, const GenerateOptions& o, size_t prompts);
+// --rank-timeout and the stop-signal hand-over between ranks (a worker's signal stops rank 0 cleanly), and
+// rank 0's executor options (the simulation's collective latency and per-step table).
+struct RankOptions {
+  CommGroupOptions group;
+  ParallelOptions par;
+};
+RankOptions rank_options(const GenerateOptions& o, const std::string& tag);
+// Ranks > 0: serves rank 0's steps until it shuts the job down.
+void serve_rank_zero(Comm& comm, StepModel& model, const CommGroupOptions& opt, const Ranks& r);
+
+// "model ... loaded in X s; strategy S[; K ranks, backend]" on stderr.
+void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strategy, double load_s);
+
+// Adaptive drafting: a forward cost model calibrated here and kept current by the executor, and the controller
+// that picks each step's budget. Both null with --adaptive off or a strategy that never drafts.
+struct Adaptive {
+  std::unique_ptr<StepCostModel> cost;
+  std::unique_ptr<DraftController> controller;
+};
+Adaptive attach_adaptive(const GenerateOptions& o, StepModel& model, Strategy& strategy, RunExecutor& exec,
+                         Generator& gen);
+
+}  // namespace la::cli
