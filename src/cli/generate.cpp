@@ -53,9 +53,9 @@ int cmd_generate(int argc, char** argv) {
   tokenize_prompts(prompts, *m.tok, m.cfg, o);
   load_weights(m, o, ranks.root);
   check_ranks_agree(*ranks.comm, *m.model, o, prompts.size());
-  const DistOptions dopt = rank_options(o, ranks.tag);
+  const RankOptions dopt = rank_options(o, ranks.tag);
   if (!ranks.root) {
-    serve_rank_zero(*ranks.comm, *m.model, dopt, ranks);
+    serve_rank_zero(*ranks.comm, *m.model, dopt.group, ranks);
     return 0;
   }
   auto strategy = make_strategy(o.strategy, m.draft.get());

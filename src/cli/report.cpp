@@ -23,22 +23,21 @@ json adaptive_stats(const RunReport& r) {
   return a;
 }
 
-json dist_stats(const DistCounters& dc) {
+json dist_stats(const ParallelCounters& dc) {
   return {{"backend", dc.backend}, {"steps", dc.steps},
           {"duplication", dc.plan_nodes ? double(dc.part_nodes) / dc.plan_nodes : 0.0},
-          {"disagreements", dc.disagreements}, {"step_tokens", dc.step_tokens},
+          {"disagreements", 0}, {"step_tokens", dc.step_tokens},  // a disagreement ends the run
           {"run_s", dc.run_seconds},
           {"max_forward_s", dc.max_forward_seconds}, {"forward_rank0_s", dc.forward_seconds_rank0},
           {"broadcast_s", dc.broadcast_seconds}, {"gather_wait_s", dc.gather_wait_seconds},
           {"bytes_sent", dc.bytes_sent}, {"bytes_received", dc.bytes_received}};
 }
 
-json simulation_stats(const SimExecutor& sim, const RequestStats& total, int simulate_ranks) {
-  const auto& c = sim.counters();
+json simulation_stats(const ParallelExecutor& sim, const RequestStats& total) {
+  const auto c = sim.counters();
   const double steps = c.steps ? double(c.steps) : 1.0, modelled = sim.modelled_seconds(total.seconds);
   json fwd = json::array(), tok = json::array();
-  for (const auto& r : sim.steps()) {  // per step and rank; skipped when large
-    if (sim.steps().size() * simulate_ranks > 20000) break;
+  for (const auto& r : sim.steps()) {  // per step and rank; none when large (ParallelOptions::record_limit)
     json f = json::array();
     for (float x : r.forward_ms) f.push_back(std::round(x * 1000) / 1000);
     fwd.push_back(f);
@@ -54,7 +53,7 @@ json simulation_stats(const SimExecutor& sim, const RequestStats& total, int sim
           {"max_forward_ms_mean", c.max_forward_seconds / steps * 1e3},
           {"mean_tokens_per_rank", double(c.step_tokens) / steps / c.ranks},
           {"duplication", c.plan_nodes ? double(c.part_nodes) / c.plan_nodes : 0.0},
-          {"disagreements", c.disagreements}, {"per_step_forward_ms", fwd}, {"per_step_tokens", tok}};
+          {"disagreements", 0}, {"per_step_forward_ms", fwd}, {"per_step_tokens", tok}};
 }
 
 }  // namespace
@@ -120,12 +119,11 @@ void write_stats_file(const RunReport& r) {
   json s = {{"strategy", r.strategy.name()}, {"model", r.o.load.model}, {"aggregate", stats_json(r.loop.total)},
             {"per_prompt", r.loop.per_prompt}, {"counters", r.strategy.counters()}};
   if (r.adaptive.controller) s["adaptive"] = adaptive_stats(r);
-  const auto dc = r.exec.dist->counters();
-  s["ranks"] = dc.ranks;
+  s["ranks"] = r.comm.size();
   // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).
   s["comm"] = {{"backend", r.comm.backend()}, {"mpi_initialized", mpi_initialized()}, {"mpi_build", built_with_mpi()}};
-  if (dc.ranks > 1) s["dist"] = dist_stats(dc);
-  if (r.exec.sim) s["simulation"] = simulation_stats(*r.exec.sim, r.loop.total, r.o.simulate_ranks);
+  if (r.exec.par && !r.exec.sim()) s["dist"] = dist_stats(r.exec.par->counters());
+  if (r.exec.sim()) s["simulation"] = simulation_stats(*r.exec.sim(), r.loop.total);
   write_file_atomic(r.o.stats_path, s.dump(2));
 }
 
@@ -136,9 +134,9 @@ void print_summary(const RunReport& r) {
             << total.steps << " steps (S = " << std::setprecision(2) << total.compression() << "), "
             << std::setprecision(3) << total.seconds << " s, " << std::setprecision(1) << total.tokens_per_s()
             << " tokens/s\n";
-  if (!r.exec.sim) return;
+  if (!r.exec.sim()) return;
   const int k = r.o.simulate_ranks;
-  const double m = r.exec.sim->modelled_seconds(total.seconds);
+  const double m = r.exec.sim()->modelled_seconds(total.seconds);
   std::cerr << "[lookahead] simulated " << k << " ranks in sequence; modelled " << k
             << "-device run (slowest replica + " << std::setprecision(1) << r.o.collective_latency_us
             << " us per step): " << std::setprecision(3) << m << " s, " << std::setprecision(1)

@@ -6,21 +6,25 @@
 #include "generate_options.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/parallel/comm.h"
-#include "lookahead/parallel/dist_executor.h"
-#include "lookahead/parallel/sim_executor.h"
+#include "lookahead/parallel/parallel_executor.h"
+#include "run_setup.h"
 
 namespace la::cli {
 
 struct RunExecutor {
-  std::unique_ptr<LocalExecutor> local;  // rank 0's own replica
-  std::unique_ptr<DistExecutor> dist;    // over the job's ranks (released by shutdown())
-  std::unique_ptr<SimExecutor> sim;      // --simulate-ranks K: K replicas run in sequence in this process
-  int ranks = 1;                         // ranks (or simulated replicas) a step is split over
-  StepExecutor& get() { return sim ? static_cast<StepExecutor&>(*sim) : *dist; }
+  std::unique_ptr<LocalExecutor> local;   // rank 0's own replica (the executor itself with one rank)
+  std::unique_ptr<ParallelExecutor> par;  // over the job's ranks or --simulate-ranks K replicas in this process;
+                                          // null with one rank and no simulation (destroyed before `local`)
+  int ranks = 1;                          // ranks (or simulated replicas) a step is split over
+  StepExecutor& get() { return par ? static_cast<StepExecutor&>(*par) : *local; }
+  // The simulation (--simulate-ranks), or null.
+  const ParallelExecutor* sim() const { return par && par->simulated() ? par.get() : nullptr; }
   // Releases the workers (after the strategy saved its state: a launcher may end the job once they exit).
-  void shutdown() { dist->shutdown(); }
+  void shutdown() {
+    if (par) par->shutdown();
+  }
 };
 
-RunExecutor make_run_executor(Comm& comm, StepModel& model, const DistOptions& dopt, const GenerateOptions& o);
+RunExecutor make_run_executor(Comm& comm, StepModel& model, const RankOptions& ro, const GenerateOptions& o);
 
 }  // namespace la::cli

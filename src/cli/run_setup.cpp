@@ -7,8 +7,11 @@
 #include "cli.h"
 #include "lookahead/decode/cost_calibration.h"
 #include "lookahead/model/llama.h"
+#include "lookahead/parallel/agreement.h"
+#include "lookahead/parallel/worker.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "run_executor.h"
 #include "signals.h"
 
 namespace la::cli {
@@ -69,23 +72,25 @@ void check_ranks_agree(Comm& comm, const StepModel& model, const GenerateOptions
   check_agreement(comm, model.checksum(), params.str());
 }
 
-DistOptions rank_options(const GenerateOptions& o, const std::string& tag) {
-  DistOptions d;
-  d.rank_timeout_s = o.rank_timeout_s;
-  d.stop_signal = &stop_signal_flag();  // a worker reports its own signal; rank 0 then stops the job cleanly
-  d.on_worker_stop = [tag](int sig, int r) {
+RankOptions rank_options(const GenerateOptions& o, const std::string& tag) {
+  RankOptions d;
+  d.group.rank_timeout_s = o.rank_timeout_s;
+  d.group.stop_signal = &stop_signal_flag();  // a worker reports its own signal; rank 0 then stops the job cleanly
+  d.par.collective_latency_s = o.collective_latency_us * 1e-6;
+  d.par.record_limit = o.simulate_ranks > 0 ? 20000 : 0;  // the simulation's per-step table (short runs only)
+  d.par.on_worker_stop = [tag](int sig, int r) {
     if (stop_signal() == 0) std::cerr << (tag + "rank " + std::to_string(r) + " received " + signal_name(sig) + "\n");
     request_stop(sig);
   };
   return d;
 }
 
-void serve_rank_zero(Comm& comm, StepModel& model, const DistOptions& dopt, const Ranks& r) {
+void serve_rank_zero(Comm& comm, StepModel& model, const CommGroupOptions& opt, const Ranks& r) {
   if (r.rank_log)  // one write per line, so ranks' lines do not interleave
     std::cerr << (r.tag + "model " + model.describe() + " loaded; serving rank 0 (" + std::to_string(comm.size()) +
                   " ranks, " + comm.backend() + ")\n");
   LocalExecutor wexec(model);
-  run_worker(comm, wexec, dopt);
+  run_worker(comm, wexec, opt);
 }
 
 void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strategy, double load_s) {

@@ -13,10 +13,12 @@
 #include "lookahead/model/step_model.h"
 #include "lookahead/model/tokenizer.h"
 #include "lookahead/parallel/comm.h"
-#include "lookahead/parallel/dist_executor.h"
-#include "run_executor.h"
+#include "lookahead/parallel/parallel_executor.h"
+#include "lookahead/parallel/replica_group.h"
 
 namespace la::cli {
+
+struct RunExecutor;
 
 struct Ranks {
   std::unique_ptr<Comm> comm;
@@ -43,10 +45,15 @@ Models open_model_files(const GenerateOptions& o);
 void load_weights(Models& m, const GenerateOptions& o, bool root);
 // Every rank must hold the same weights and run with the same parameters (one rank: nothing to compare).
 void check_ranks_agree(Comm& comm, const StepModel& model, const GenerateOptions& o, size_t prompts);
-// --rank-timeout and the stop-signal hand-over between ranks (a worker's signal stops rank 0 cleanly).
-DistOptions rank_options(const GenerateOptions& o, const std::string& tag);
+// --rank-timeout and the stop-signal hand-over between ranks (a worker's signal stops rank 0 cleanly), and
+// rank 0's executor options (the simulation's collective latency and per-step table).
+struct RankOptions {
+  CommGroupOptions group;
+  ParallelOptions par;
+};
+RankOptions rank_options(const GenerateOptions& o, const std::string& tag);
 // Ranks > 0: serves rank 0's steps until it shuts the job down.
-void serve_rank_zero(Comm& comm, StepModel& model, const DistOptions& dopt, const Ranks& r);
+void serve_rank_zero(Comm& comm, StepModel& model, const CommGroupOptions& opt, const Ranks& r);
 
 // "model ... loaded in X s; strategy S[; K ranks, backend]" on stderr.
 void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strategy, double load_s);

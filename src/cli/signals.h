@@ -15,7 +15,7 @@ namespace la::cli {
 void install_stop_handlers();
 // 0, or the number of the first SIGINT/SIGTERM received (or passed to request_stop).
 int stop_signal();
-// The flag itself (for DistOptions::stop_signal: workers report it to rank 0).
+// The flag itself (for CommGroupOptions::stop_signal: workers report it to rank 0).
 const std::atomic<int>& stop_signal_flag();
 // A stop request that did not come through this process's handler (rank 0 told by a worker). The first wins.
 void request_stop(int signal);

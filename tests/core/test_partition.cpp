@@ -6,12 +6,15 @@
 #include <map>
 #include <random>
 
+#include "hash_model.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/parallel/partition.h"
 #include "lookahead/util/error.h"
 
 namespace la {
 namespace {
+
+using test::HashModel;
 
 // Random tree: parent uniformly among earlier nodes (or biased to recent ones for deeper trees).
 StepPlan random_plan(std::mt19937& rng, int n, int vocab, bool deep) {
@@ -203,57 +206,6 @@ TEST(Partition, BadArguments) {
 }
 
 // ----- In-process simulation of the distributed executor: K LocalExecutors each running only their part. -----
-
-// A "model" whose next token depends on the whole context (tokens and positions), so a replica with a wrong cache
-// gives wrong results. Small vocabulary so drafts are accepted often.
-class HashModel : public StepModel {
- public:
-  explicit HashModel(int vocab) { cfg_.vocab = vocab; }
-  const ModelConfig& config() const override { return cfg_; }
-  int cache_len() const override { return static_cast<int>(cache_.size()); }
-  std::vector<int32_t> forward(const StepInput& s, const SampleParams&, std::vector<float>*) override {
-    const int T = static_cast<int>(s.tokens.size());
-    step_h_.assign(T, 0);
-    step_ = s;
-    std::vector<int32_t> out(T);
-    for (int i = 0; i < T; ++i) {
-      const uint64_t prev = s.parents[i] < 0 ? (cache_.empty() ? 0x9e37 : cache_.back()) : step_h_[s.parents[i]];
-      if (s.parents[i] < 0) EXPECT_EQ(s.positions[i], cache_len());
-      else EXPECT_EQ(s.positions[i], s.positions[s.parents[i]] + 1);
-      step_h_[i] = mix(prev, s.tokens[i], s.positions[i]);
-      out[i] = static_cast<int32_t>((step_h_[i] >> 17) % cfg_.vocab);
-    }
-    tokens_fed_ += T;
-    return out;
-  }
-  void commit(const std::vector<int32_t>& idx) override {
-    int last = -1;
-    for (int32_t i : idx) {
-      // Committed tokens must form a chain continuing the cache.
-      EXPECT_EQ(step_.parents[i], last) << "commit of a non-chain";
-      EXPECT_EQ(step_.positions[i], cache_len());
-      cache_.push_back(step_h_[i]);
-      last = i;
-    }
-  }
-  void truncate(int len) override { cache_.resize(std::min<size_t>(cache_.size(), len)); }
-  uint64_t checksum() const override { return 1; }
-  std::string describe() const override { return "hash"; }
-  long tokens_fed_ = 0;
-
- private:
-  static uint64_t mix(uint64_t h, int32_t tok, int32_t pos) {
-    h ^= static_cast<uint64_t>(tok) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(pos) * 0xC2B2AE3D27D4EB4Full;
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    return h;
-  }
-  ModelConfig cfg_;
-  std::vector<uint64_t> cache_;
-  std::vector<uint64_t> step_h_;
-  StepInput step_;
-};
 
 // Drafts: a mix of the true continuation's guesses (so paths get accepted) and random branches.
 StepPlan sim_plan(std::mt19937& rng, const std::vector<int32_t>& seq, int vocab, int shape) {

@@ -214,7 +214,7 @@ def pool_seeds():
     put("phrase_pool_state", "wrong_key.state", pool_file([(1, [[2, 3]])]))
 
 
-# ---- rank messages (as DistExecutor sends them to rank 1 of 2 over MPI): [u32 words][words...] per message
+# ---- rank messages (protocol.h, as rank 0 sends them to rank 1 of 2 over MPI): [u32 words][words...] per message
 MAGIC = 0x4C410001
 
 
@@ -233,11 +233,11 @@ def wire_seeds():
     # RUN with the commit of the previous step: sync keep 3 add [20], path [0, 2]
     run2 = [MAGIC, 2, 2, 1, 3, 1, 20, 2, 0, 2, 4, 0, 2, 1, 1, 2, 20, 30, -1, 0, 1, 0, 0, 1]
     end, shut = [MAGIC, 3, 3], [MAGIC, 4, 4]
-    put("dist_wire", "session.bin", msgs(begin, run1, run2, end, shut))
-    put("dist_wire", "begin_run.bin", msgs(begin, run1))
+    put("protocol", "session.bin", msgs(begin, run1, run2, end, shut))
+    put("protocol", "begin_run.bin", msgs(begin, run1))
     nccl = [MAGIC, 2, 1, 0, 3, 0, 2, 2, 1, 1, 11, -1, 1, 0, 1, 2, 11, 20, -1, 0, 1, 1, 0, 3]
-    put("dist_wire", "two_parts.bin", msgs(begin, nccl))
-    put("dist_wire", "reply.bin", msgs([1, 0, 4, 1234, 20, 21, 22]))
+    put("protocol", "two_parts.bin", msgs(begin, nccl))
+    put("protocol", "reply.bin", msgs([1, 0, 4, 1234, 20, 21, 22]))
 
 
 if __name__ == "__main__":

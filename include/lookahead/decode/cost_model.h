@@ -11,7 +11,7 @@
 //   A parametric fit (a + bT) would miss the knees measured here (README: 16 -> 64 tokens is flat-ish, 64 -> 128
 //   triples) and a GPU's plateau.
 // * Calibration (cost_calibration.h) sets the buckets from a few timed forwards at load. After that every real
-//   forward (executor side: LocalExecutor, SimExecutor parts, DistExecutor rank 0) feeds observe(T, seconds),
+//   forward (executor side: LocalExecutor, so every replica of a ParallelExecutor) feeds observe(T, seconds),
 //   which moves the two neighbouring buckets toward the observation multiplicatively (an EWMA of the log ratio
 //   measured/predicted, split by the interpolation weights). Log-space and a clamped ratio keep one stall of
 //   this shared machine (another process building) from wrecking the model; alpha sets the memory (default

@@ -6,7 +6,7 @@
 // timeout can name the rank that did not answer, and so that idle ranks do not burn the cores the computing ranks
 // need: they spin for a short while (LA_COMM_SPIN_US, default 2000 us), then sleep in growing steps (up to
 // 0.25 ms; the NCCL wait up to 1 ms). timeout_s <= 0 means wait forever (a dead rank is then detected by
-// mpirun / srun, see dist_executor.h).
+// mpirun / srun, see parallel_executor.h).
 // Failures throw la::Error naming the ranks involved.
 #pragma once
 #include <cstdint>

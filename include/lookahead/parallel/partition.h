@@ -34,6 +34,44 @@ struct PlanPart {
   std::vector<int32_t> global;  // global[i] = index in the whole plan of part node i (global[0] == 0)
 };
 
+// Splits plans; keeps its scratch between calls, so splitting into a reused `parts` allocates nothing once the
+// buffers have grown to the largest plan (rank 0 splits every step).
+class Partitioner {
+ public:
+  // Same as partition_plan(plan, k, base_load), into `parts` (resized to k; their buffers are reused).
+  void split(const StepPlan& plan, int k, const std::vector<int>& base_load, std::vector<PlanPart>& parts);
+
+ private:
+  struct Loads {  // part loads under reference counting (partition.cpp)
+    int n = 0;
+    std::vector<int64_t> own, load;
+    std::vector<int32_t> anc_begin, anc, cnt;  // ancestors of unit i: anc[anc_begin[i], anc_begin[i+1]); cnt[p*n+x]
+    void reset(const StepPlan& plan, const Partitioner& t, int k, const std::vector<int>& base);
+    int64_t gain_in(int i, int p) const;
+    int64_t loss_out(int i, int p) const;
+    void add(int i, int p);
+    void remove(int i, int p);
+  };
+  void make_tree(const StepPlan& plan);
+  int children(int x) const { return child_begin_[x + 1] - child_begin_[x]; }
+  int child(int x, int c) const { return child_list_[child_begin_[x] + c]; }
+  int64_t unit_cost(int u) const;
+  int branch_point(int u) const;
+  void make_units(int64_t threshold);
+  void assign_lpt(int k);
+  bool assign_fill(int k, const std::vector<int>& base);
+  bool try_fill(int k, int64_t cap, bool keep);
+  void improve(int k);
+  void finish(int k, int64_t& max_load, int64_t& total);
+  void extract_part(const StepPlan& plan, const uint8_t* member, PlanPart& part);
+
+  int n_ = 0;
+  std::vector<int32_t> child_begin_, child_list_, fill_, subtree_, depth_;
+  std::vector<int32_t> units_, last_units_, order_, where_, pre_, stack_, local_;
+  std::vector<uint8_t> member_, best_member_;  // member[p * n + node]
+  Loads L_, trial_;
+};
+
 // Splits `plan` into exactly k parts (k >= 1). Parts may hold only the root when the plan has too few nodes.
 std::vector<PlanPart> partition_plan(const StepPlan& plan, int k);
 // Same, with an initial load per part (base_load.size() == k): tokens that part's replica must compute anyway.
@@ -41,14 +79,30 @@ std::vector<PlanPart> partition_plan(const StepPlan& plan, int k, const std::vec
 
 // Maps a global accepted path (plan indices, root first) to the part's local indices: the longest prefix whose
 // nodes the part holds (parts are ancestor-closed, so this is exactly the accepted nodes the part computed).
+// part_global must be strictly increasing (as partition_plan makes it); a binary search per node, no allocation
+// beyond `out`.
+void local_path(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path,
+                std::vector<int32_t>& out);
 std::vector<int32_t> local_path(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path);
 inline std::vector<int32_t> local_path(const PlanPart& part, const std::vector<int32_t>& global_path) {
   return local_path(part.global, global_path);
 }
+// The length of that prefix, without building it.
+int local_path_length(const std::vector<int32_t>& part_global, const std::vector<int32_t>& global_path);
 
-// Merges per-part results (results[p][i] is the result of part p's node i) into one result per plan node. A node
-// held by several parts takes the first part's result; `disagreements`, if given, counts nodes where the copies
-// differ (they should not: same node, same ancestors, same position). Throws la::Error if a node is not covered.
+// Merges per-part results (results[p][i] is the result of part p's node i) into one result per plan node, in
+// `merged` (resized to plan_size; `owner` is scratch, resized too). A node held by several parts must get the same
+// result from each (same node, same ancestors, same position): the first node where two parts differ is returned
+// in `conflict` (and merging stops, returning false). Throws la::Error if a node is not covered.
+struct MergeConflict {
+  int node = -1;              // plan node
+  int part = -1, other = -1;  // the part whose result differs, and the earlier part that supplied the kept one
+  int32_t got = 0, kept = 0;
+};
+bool merge_part_results(int plan_size, const std::vector<PlanPart>& parts,
+                        const std::vector<std::vector<int32_t>>& results, std::vector<int32_t>& merged,
+                        std::vector<int32_t>& owner, MergeConflict* conflict);
+// Same, allocating; `disagreements`, if given, counts the nodes whose copies differ instead of stopping (tests).
 std::vector<int32_t> merge_part_results(int plan_size, const std::vector<PlanPart>& parts,
                                         const std::vector<std::vector<int32_t>>& results,
                                         int* disagreements = nullptr);

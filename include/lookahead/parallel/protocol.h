@@ -1,0 +1,95 @@
+// The messages between rank 0 and the workers (lookahead parallelism), each with its encoder and its decoder side
+// by side, so a change to one is a change to the other (tests/core/test_protocol.cpp round-trips every message;
+// tests/fuzz/fuzz_protocol.cpp feeds the decoders arbitrary words). No libtorch, no MPI: messages are int32 words
+// that the replica groups (replica_group.h) move over MPI or NCCL.
+//
+//   header   : [magic, command, message number]          (numbers count up from 0 per job, checked by workers)
+//   BEGIN    : header, sync(prompt), temperature bits, top_k, top_p bits, seed (2 words), stream (2 words)
+//   RUN      : header, commit, sync(seq), K, n, n x part  -> every worker: commit, run its part, REPLY
+//              commit = [0] (none) or [1, sync(committed seq), path length, global path...]
+//              part   = [rank, m, m tokens, m parents, m verify flags, m global ids]
+//              Over MPI each worker gets only its own part (n = 1); over NCCL one broadcast holds parts 1..K-1.
+//   END      : header                                     -> the request ended
+//   SHUTDOWN : header                                     -> leave the worker loop
+//   REPLY    : [message number, cache length, forward tokens, forward us, stop signal, results...]
+//              (worker -> rank 0; the cache length is the worker's own, after the commit, before the forward)
+// sync = [kept prefix length, new token count, new tokens...] against the sequence the workers hold (SeqSync), so
+// a step usually carries only the accepted tokens.
+//
+// Every decoder rejects a malformed, truncated or out-of-order message with la::Error("protocol error: ...").
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "lookahead/model/step_model.h"
+#include "lookahead/parallel/partition.h"
+
+namespace la::protocol {
+
+constexpr int32_t kMagic = 0x4C410001;  // "LA", protocol version 1
+enum Cmd : int32_t { kBegin = 1, kRun = 2, kEnd = 3, kShutdown = 4 };
+constexpr int kReplyHead = 5;
+const char* cmd_name(int32_t c);
+
+// Bounds-checked reader of one message.
+class Reader {
+ public:
+  explicit Reader(const std::vector<int32_t>& m) : m_(m) {}
+  int32_t next();
+  int count();  // a count of items that follow (each at least one word)
+  void take(int n, std::vector<int32_t>& out);
+  void skip(int n);
+  uint64_t u64();
+  bool done() const { return pos_ == m_.size(); }
+
+ private:
+  void need(int n) const;
+  const std::vector<int32_t>& m_;
+  size_t pos_ = 0;
+};
+
+// The sequence the workers hold, as rank 0 last sent it (encoder side of every sync).
+struct SeqSync {
+  std::vector<int32_t> sent;
+  void encode(const std::vector<int32_t>& seq, std::vector<int32_t>& m);
+};
+void decode_sync(Reader& rd, std::vector<int32_t>& seq);
+
+// Header. encode_* start the message (m is cleared, its capacity kept).
+void encode_header(std::vector<int32_t>& m, Cmd cmd, int32_t no);
+// Checks the magic and that the number is `expect_no`; returns the command.
+int32_t decode_header(Reader& rd, int32_t expect_no);
+
+// BEGIN: the prompt (replaces the workers' sequence) and the sampling parameters.
+void encode_begin(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const std::vector<int32_t>& prompt,
+                  const SampleParams& sp);
+SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq);
+
+// RUN, head: the previous step's commit (committed seq + accepted global path; `commit_seq` == nullptr: none), the
+// step's sequence and the part count K. Then `n` parts follow (encode_parts_count, then encode_part n times).
+void encode_run_head(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const std::vector<int32_t>* commit_seq,
+                     const std::vector<int32_t>& commit_path, const std::vector<int32_t>& seq, int k);
+void encode_parts_count(std::vector<int32_t>& m, int n);
+void encode_part(std::vector<int32_t>& m, int rank, const PlanPart& part);
+// Decoder side of the head, in two calls (the worker commits between them): the commit, if any (applied to `seq`,
+// the accepted global path into `path`; returns whether there was one) ...
+bool decode_commit(Reader& rd, std::vector<int32_t>& seq, std::vector<int32_t>& path);
+// ... then the step's sync, K (== ranks) and rank `me`'s part among the included ones into `part` (validated:
+// a valid plan, global ids strictly increasing from 0).
+void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part);
+
+// REPLY.
+struct ReplyHead {
+  int32_t no = 0;
+  int32_t cache_len = 0;    // the worker's cache length when it ran its part
+  int32_t step_tokens = 0;  // tokens in its forward
+  int32_t forward_us = 0;
+  int32_t stop_signal = 0;  // 0, or the SIGINT/SIGTERM the worker received
+};
+void encode_reply(std::vector<int32_t>& m, const ReplyHead& h, const std::vector<int32_t>& results);
+// Rank 0: checks rank r's reply to message `expected_no` for a part of `part_nodes` nodes; fills h and results.
+void decode_reply(const std::vector<int32_t>& m, int r, int part_nodes, int32_t expected_no, ReplyHead& h,
+                  std::vector<int32_t>& results);
+
+}  // namespace la::protocol

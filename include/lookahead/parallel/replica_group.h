@@ -1,0 +1,115 @@
+// K model replicas that run the parts of one step plan (lookahead parallelism), seen from rank 0. ParallelExecutor
+// (parallel_executor.h) partitions, hands the parts to a group, merges and accounts; the group only moves parts
+// and replies. Three groups:
+//   InProcessGroup  one process, K replicas over their own KV caches run one after another (--simulate-ranks,
+//                   launch/strong-scaling.sh; tests use it with hand-made replicas). group_inprocess.cpp.
+//   comm group      replica r is MPI rank r: rank 0's replica runs here, the others in run_worker (worker.h).
+//                   Over MPI every worker gets a message with its own part; over NCCL one broadcast holds every
+//                   part (make_comm_group, group_comm.cpp; messages in protocol.h).
+// No libtorch, no MPI types here.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lookahead/decode/executor.h"
+#include "lookahead/parallel/partition.h"
+
+namespace la {
+
+class Comm;
+
+// What a replica reports for its part of a step.
+struct PartReply {
+  int cache_len = 0;     // its cache length when it ran the part (after the previous commit)
+  int step_tokens = 0;   // tokens in its forward (pending chain + part nodes - 1)
+  double forward_s = 0;  // its LocalExecutor::run time
+  int stop_signal = 0;   // a signal the replica's process received (0: none)
+  std::vector<int32_t> results;
+};
+
+// Rank 0's time inside the group's collectives during the last run (0 for the in-process group).
+struct GroupTimes {
+  double send_s = 0;         // handing the parts out (scatter / broadcast)
+  double gather_wait_s = 0;  // waiting for the replies after replica 0's own forward
+};
+
+class ReplicaGroup {
+ public:
+  virtual ~ReplicaGroup() = default;
+  virtual int size() const = 0;
+  // "mpi", "nccl" or "in-process".
+  virtual std::string backend() const = 0;
+  // Replicas run one after another in this process (a simulation of K devices, no real collectives).
+  virtual bool in_process() const { return false; }
+  // Every replica starts a request (prefill).
+  virtual void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) = 0;
+  // Replica r runs parts[r] (parts.size() == size()) on `seq`; replies[r] is filled for every r (the vector is
+  // the caller's, reused). A pending commit goes out first.
+  virtual void run(const std::vector<int32_t>& seq, const std::vector<PlanPart>& parts,
+                   std::vector<PartReply>& replies) = 0;
+  // The accepted global path of the last run: every replica commits the nodes of it that its part held (now or,
+  // on a comm group's workers, with the next run's message).
+  virtual void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
+                      const std::vector<PlanPart>& parts) = 0;
+  virtual void end() = 0;
+  // Releases remote replicas for good (comm group: SHUTDOWN). Idempotent.
+  virtual void shutdown() {}
+  virtual void set_cost_model(StepCostModel* cost) = 0;
+  virtual GroupTimes last_times() const { return {}; }
+  // Replica work done one replica after another here, summed, minus the slowest replica's share per call: what K
+  // devices working at once would save (in-process group; 0 where replicas really run at once).
+  virtual double sequential_excess_seconds() const { return 0; }
+  virtual void reset_times() {}
+  // Payload bytes rank 0 sent and received (comm group).
+  virtual uint64_t bytes_sent() const { return 0; }
+  virtual uint64_t bytes_received() const { return 0; }
+};
+
+// One process, K replicas run in sequence, each a LocalExecutor over its own model; replica 0 is `models[0]`.
+class InProcessGroup : public ReplicaGroup {
+ public:
+  // The models must outlive the group; they must be independent replicas of one model (e.g. model.fork()).
+  explicit InProcessGroup(std::vector<StepModel*> models);
+  // `model` and k - 1 forks of it (owned here; throws if the model cannot be forked).
+  InProcessGroup(StepModel& model, int k);
+  ~InProcessGroup() override;
+  int size() const override { return static_cast<int>(ex_.size()); }
+  std::string backend() const override { return "in-process"; }
+  bool in_process() const override { return true; }
+  void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) override;
+  void run(const std::vector<int32_t>& seq, const std::vector<PlanPart>& parts,
+           std::vector<PartReply>& replies) override;
+  void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
+              const std::vector<PlanPart>& parts) override;
+  void end() override;
+  void set_cost_model(StepCostModel* cost) override;
+  double sequential_excess_seconds() const override { return serial_s_ - slowest_s_; }
+  void reset_times() override { serial_s_ = slowest_s_ = 0; }
+
+ private:
+  void account(double sum, double mx);
+
+  std::vector<std::unique_ptr<StepModel>> forks_;
+  std::vector<std::unique_ptr<LocalExecutor>> ex_;
+  std::vector<int32_t> path_;  // scratch: one replica's local path
+  double serial_s_ = 0, slowest_s_ = 0;
+};
+
+// Options of a comm group's workers and rank 0.
+struct CommGroupOptions {
+  // Rank 0 gives up on a rank that has not replied this many seconds after rank 0 finished its own part of a
+  // step (or has not taken a broadcast). 0: wait forever. CLI: --rank-timeout.
+  double rank_timeout_s = 60;
+  // Clean stop on a signal that reached only some ranks: workers put *stop_signal (one relaxed load; 0: none)
+  // into every reply (rank 0 learns it from PartReply::stop_signal).
+  const std::atomic<int>* stop_signal = nullptr;
+};
+
+// Rank 0 of `comm` (which must outlive the group), with `local` as replica 0; the others run run_worker.
+std::unique_ptr<ReplicaGroup> make_comm_group(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt);
+
+}  // namespace la

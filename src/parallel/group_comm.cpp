@@ -1,0 +1,150 @@
+// The comm group (replica_group.h): replica r is rank r of an MPI job. Rank 0 runs replica 0 here; the workers
+// (worker.cpp) decode the messages built here (protocol.h). The commit of step t travels with the RUN of step t+1
+// (one message out and one reply per worker and step); rank 0 commits its own replica at once.
+#include <algorithm>
+#include <chrono>
+
+#include "lookahead/parallel/comm.h"
+#include "lookahead/parallel/protocol.h"
+#include "lookahead/parallel/replica_group.h"
+#include "lookahead/util/error.h"
+
+namespace la {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+class CommGroup : public ReplicaGroup {
+ public:
+  CommGroup(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt)
+      : comm_(comm), local_(local), opt_(opt), k_(comm.size()), per_rank_(comm.backend() != "nccl") {
+    LA_CHECK(comm.rank() == 0, "the executor runs on rank 0 (this is rank ", comm.rank(),
+             "); other ranks call run_worker");
+    if (per_rank_) per_rank_msgs_.resize(k_);
+  }
+
+  int size() const override { return k_; }
+  std::string backend() const override { return comm_.backend(); }
+
+  void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) override {
+    protocol::encode_begin(msg_, next_no(protocol::kBegin), sync_, prompt, sp);
+    send_all();
+    local_.begin(prompt, sp);
+    have_commit_ = false;
+  }
+
+  void run(const std::vector<int32_t>& seq, const std::vector<PlanPart>& parts,
+           std::vector<PartReply>& replies) override {
+    LA_CHECK(static_cast<int>(parts.size()) == k_, "comm group: ", parts.size(), " parts for ", k_, " ranks");
+    replies.resize(k_);
+    times_ = {};
+    const int32_t no = next_no(protocol::kRun);
+    protocol::encode_run_head(msg_, no, sync_, have_commit_ ? &commit_seq_ : nullptr, commit_path_, seq, k_);
+    have_commit_ = false;
+    if (per_rank_) {  // each worker gets the common head and its own part only
+      for (int r = 1; r < k_; ++r) {
+        auto& m = per_rank_msgs_[r];
+        m.assign(msg_.begin(), msg_.end());
+        protocol::encode_parts_count(m, 1);
+        protocol::encode_part(m, r, parts[r]);
+      }
+    } else {  // one broadcast with every worker's part
+      protocol::encode_parts_count(msg_, k_ - 1);
+      for (int r = 1; r < k_; ++r) protocol::encode_part(msg_, r, parts[r]);
+    }
+    const auto tb = Clock::now();
+    if (per_rank_) comm_.scatter(per_rank_msgs_, opt_.rank_timeout_s);
+    else comm_.bcast(msg_, opt_.rank_timeout_s);
+    times_.send_s = since(tb);
+
+    PartReply& own = replies[0];
+    own.cache_len = local_.model().cache_len();
+    const auto tf = Clock::now();
+    local_.run(seq, parts[0].plan, own.results);
+    own.forward_s = since(tf);
+    own.step_tokens = local_.last_step_tokens();
+    own.stop_signal = 0;
+
+    const auto tg = Clock::now();
+    auto gathered = comm_.gather({}, opt_.rank_timeout_s);
+    times_.gather_wait_s = since(tg);
+    protocol::ReplyHead h;
+    for (int r = 1; r < k_; ++r) {
+      PartReply& rep = replies[r];
+      protocol::decode_reply(gathered[r], r, parts[r].plan.size(), no, h, rep.results);
+      rep.cache_len = h.cache_len;
+      rep.step_tokens = h.step_tokens;
+      rep.forward_s = h.forward_us * 1e-6;
+      rep.stop_signal = h.stop_signal;
+    }
+  }
+
+  void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
+              const std::vector<PlanPart>& parts) override {
+    local_path(parts[0].global, path, path_);
+    local_.commit(seq, path_);
+    if (k_ > 1) {
+      commit_seq_ = seq;
+      commit_path_ = path;
+      have_commit_ = true;
+    }
+  }
+
+  void end() override {
+    protocol::encode_header(msg_, protocol::kEnd, next_no(protocol::kEnd));
+    send_all();
+    local_.end();
+    have_commit_ = false;
+  }
+
+  void shutdown() override {
+    if (shut_) return;
+    protocol::encode_header(msg_, protocol::kShutdown, next_no(protocol::kShutdown));
+    send_all();
+    shut_ = true;
+  }
+
+  void set_cost_model(StepCostModel* cost) override { local_.set_cost_model(cost); }
+  GroupTimes last_times() const override { return times_; }
+  uint64_t bytes_sent() const override { return comm_.stats().bytes_sent; }
+  uint64_t bytes_received() const override { return comm_.stats().bytes_received; }
+
+ private:
+  int32_t next_no(protocol::Cmd cmd) {
+    LA_CHECK(!shut_, "comm group: ", protocol::cmd_name(cmd), " after shutdown");
+    return msg_no_++;
+  }
+  // A command every worker gets whole (BEGIN, END, SHUTDOWN).
+  void send_all() {
+    if (k_ == 1) return;
+    if (per_rank_) {
+      for (int r = 1; r < k_; ++r) per_rank_msgs_[r].assign(msg_.begin(), msg_.end());
+      comm_.scatter(per_rank_msgs_, opt_.rank_timeout_s);
+    } else {
+      comm_.bcast(msg_, opt_.rank_timeout_s);
+    }
+  }
+
+  Comm& comm_;
+  LocalExecutor& local_;
+  CommGroupOptions opt_;
+  int k_;
+  bool per_rank_;  // MPI: every worker gets its own message; NCCL: one broadcast with every part
+  std::vector<int32_t> msg_;
+  std::vector<std::vector<int32_t>> per_rank_msgs_;
+  protocol::SeqSync sync_;
+  int32_t msg_no_ = 0;
+  bool shut_ = false;
+  bool have_commit_ = false;  // a commit waiting to go out with the next RUN
+  std::vector<int32_t> commit_seq_, commit_path_, path_;
+  GroupTimes times_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReplicaGroup> make_comm_group(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
+  return std::make_unique<CommGroup>(comm, local, opt);
+}
+
+}  // namespace la

@@ -1,0 +1,96 @@
+// InProcessGroup: K replicas in this process, run one after another and timed (replica_group.h). Every replica's
+// begin / forward / commit time is summed and its per-call maximum kept, so ParallelExecutor::modelled_seconds
+// can replace the sequential replica work by what K devices working at once would take.
+// On CUDA the forward returns host ids, so it synchronises and the host timer is correct.
+#include <algorithm>
+#include <chrono>
+
+#include "lookahead/parallel/replica_group.h"
+#include "lookahead/util/error.h"
+
+namespace la {
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+}  // namespace
+
+InProcessGroup::InProcessGroup(std::vector<StepModel*> models) {
+  LA_CHECK(!models.empty(), "simulation: rank count must be >= 1 (got 0)");
+  for (StepModel* m : models) ex_.push_back(std::make_unique<LocalExecutor>(*m));
+}
+
+InProcessGroup::InProcessGroup(StepModel& model, int k) {
+  LA_CHECK(k >= 1, "simulation: rank count must be >= 1 (got ", k, ")");
+  ex_.push_back(std::make_unique<LocalExecutor>(model));
+  for (int r = 1; r < k; ++r) {
+    auto m = model.fork();
+    LA_CHECK(m != nullptr, "simulation: the model (", model.describe(), ") cannot be forked into replicas");
+    ex_.push_back(std::make_unique<LocalExecutor>(*m));
+    forks_.push_back(std::move(m));
+  }
+}
+
+InProcessGroup::~InProcessGroup() {
+  ex_.clear();  // the executors refer to the forks
+}
+
+void InProcessGroup::account(double sum, double mx) {
+  serial_s_ += sum;
+  slowest_s_ += mx;
+}
+
+void InProcessGroup::begin(const std::vector<int32_t>& prompt, const SampleParams& sp) {
+  double sum = 0, mx = 0;
+  for (auto& e : ex_) {
+    const auto t0 = Clock::now();
+    e->begin(prompt, sp);
+    const double t = since(t0);
+    sum += t;
+    mx = std::max(mx, t);
+  }
+  account(sum, mx);
+}
+
+void InProcessGroup::run(const std::vector<int32_t>& seq, const std::vector<PlanPart>& parts,
+                         std::vector<PartReply>& replies) {
+  const int k = size();
+  LA_CHECK(static_cast<int>(parts.size()) == k, "in-process group: ", parts.size(), " parts for ", k, " replicas");
+  replies.resize(k);
+  double sum = 0, mx = 0;
+  for (int r = 0; r < k; ++r) {
+    PartReply& rep = replies[r];
+    rep.cache_len = ex_[r]->model().cache_len();
+    const auto t0 = Clock::now();
+    ex_[r]->run(seq, parts[r].plan, rep.results);
+    rep.forward_s = since(t0);
+    rep.step_tokens = ex_[r]->last_step_tokens();
+    rep.stop_signal = 0;
+    sum += rep.forward_s;
+    mx = std::max(mx, rep.forward_s);
+  }
+  account(sum, mx);
+}
+
+void InProcessGroup::commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
+                            const std::vector<PlanPart>& parts) {
+  double sum = 0, mx = 0;
+  for (size_t r = 0; r < ex_.size(); ++r) {
+    const auto t0 = Clock::now();
+    local_path(parts[r].global, path, path_);
+    ex_[r]->commit(seq, path_);
+    const double t = since(t0);
+    sum += t;
+    mx = std::max(mx, t);
+  }
+  account(sum, mx);
+}
+
+void InProcessGroup::end() {
+  for (auto& e : ex_) e->end();
+}
+
+void InProcessGroup::set_cost_model(StepCostModel* cost) {
+  for (auto& e : ex_) e->set_cost_model(cost);
+}
+
+}  // namespace la

@@ -1,0 +1,242 @@
+// The rank messages: each encoder next to its decoder (format in protocol.h). Hand-written: the messages are a
+// few int32 words moved by MPI/NCCL calls that already take int32 buffers; a serialisation library would add a
+// copy per step and a dependency for five message types.
+#include "lookahead/parallel/protocol.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "lookahead/util/error.h"
+
+namespace la::protocol {
+namespace {
+
+int32_t float_bits(float f) {
+  int32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float bits_float(int32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+void put_u64(std::vector<int32_t>& m, uint64_t x) {
+  m.push_back(static_cast<int32_t>(x & 0xffffffffu));
+  m.push_back(static_cast<int32_t>(x >> 32));
+}
+
+}  // namespace
+
+const char* cmd_name(int32_t c) {
+  switch (c) {
+    case kBegin: return "BEGIN";
+    case kRun: return "RUN";
+    case kEnd: return "END";
+    case kShutdown: return "SHUTDOWN";
+    default: return "?";
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ reader
+
+int32_t Reader::next() {
+  need(1);
+  return m_[pos_++];
+}
+
+int Reader::count() {
+  const int32_t n = next();
+  LA_CHECK(n >= 0 && pos_ + static_cast<size_t>(n) <= m_.size(), "protocol error: bad count ", n,
+           " in a message of ", m_.size(), " words");
+  return n;
+}
+
+void Reader::take(int n, std::vector<int32_t>& out) {
+  need(n);
+  out.assign(m_.begin() + pos_, m_.begin() + pos_ + n);
+  pos_ += n;
+}
+
+void Reader::skip(int n) {
+  need(n);
+  pos_ += n;
+}
+
+uint64_t Reader::u64() {
+  const uint32_t lo = static_cast<uint32_t>(next());
+  const uint32_t hi = static_cast<uint32_t>(next());
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+void Reader::need(int n) const {
+  LA_CHECK(n >= 0 && pos_ + static_cast<size_t>(n) <= m_.size(), "protocol error: a message ends early (",
+           m_.size(), " words)");
+}
+
+// ------------------------------------------------------------------------------------------------ sync
+
+void SeqSync::encode(const std::vector<int32_t>& seq, std::vector<int32_t>& m) {
+  const size_t keep = std::mismatch(sent.begin(), sent.end(), seq.begin(), seq.end()).first - sent.begin();
+  m.push_back(static_cast<int32_t>(keep));
+  m.push_back(static_cast<int32_t>(seq.size() - keep));
+  m.insert(m.end(), seq.begin() + keep, seq.end());
+  sent.resize(keep);
+  sent.insert(sent.end(), seq.begin() + keep, seq.end());
+}
+
+void decode_sync(Reader& rd, std::vector<int32_t>& seq) {
+  const int32_t keep = rd.next();
+  LA_CHECK(keep >= 0 && static_cast<size_t>(keep) <= seq.size(), "protocol error: sync keeps ", keep, " of ",
+           seq.size(), " tokens");
+  const int n = rd.count();
+  seq.resize(keep);
+  for (int i = 0; i < n; ++i) seq.push_back(rd.next());
+}
+
+// ------------------------------------------------------------------------------------------------ header
+
+void encode_header(std::vector<int32_t>& m, Cmd cmd, int32_t no) {
+  m.clear();
+  m.push_back(kMagic);
+  m.push_back(cmd);
+  m.push_back(no);
+}
+
+int32_t decode_header(Reader& rd, int32_t expect_no) {
+  LA_CHECK(rd.next() == kMagic, "protocol error: bad magic from rank 0 (different builds?)");
+  const int32_t cmd = rd.next();
+  const int32_t no = rd.next();
+  LA_CHECK(no == expect_no, "protocol error: message ", no, " from rank 0, expected ", expect_no);
+  LA_CHECK(cmd >= kBegin && cmd <= kShutdown, "protocol error: unknown command ", cmd, " from rank 0");
+  return cmd;
+}
+
+// ------------------------------------------------------------------------------------------------ BEGIN
+
+void encode_begin(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const std::vector<int32_t>& prompt,
+                  const SampleParams& sp) {
+  encode_header(m, kBegin, no);
+  sync.sent.clear();
+  sync.encode(prompt, m);
+  m.push_back(float_bits(sp.temperature));
+  m.push_back(sp.top_k);
+  m.push_back(float_bits(sp.top_p));
+  put_u64(m, sp.seed);
+  put_u64(m, sp.stream);
+}
+
+SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq) {
+  seq.clear();
+  decode_sync(rd, seq);
+  LA_CHECK(!seq.empty(), "protocol error: BEGIN with an empty prompt");
+  SampleParams sp;
+  sp.temperature = bits_float(rd.next());
+  sp.top_k = rd.next();
+  sp.top_p = bits_float(rd.next());
+  sp.seed = rd.u64();
+  sp.stream = rd.u64();
+  return sp;
+}
+
+// ------------------------------------------------------------------------------------------------ RUN
+
+void encode_run_head(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const std::vector<int32_t>* commit_seq,
+                     const std::vector<int32_t>& commit_path, const std::vector<int32_t>& seq, int k) {
+  encode_header(m, kRun, no);
+  if (commit_seq) {
+    m.push_back(1);
+    sync.encode(*commit_seq, m);
+    m.push_back(static_cast<int32_t>(commit_path.size()));
+    m.insert(m.end(), commit_path.begin(), commit_path.end());
+  } else {
+    m.push_back(0);
+  }
+  sync.encode(seq, m);
+  m.push_back(k);
+}
+
+void encode_parts_count(std::vector<int32_t>& m, int n) { m.push_back(n); }
+
+void encode_part(std::vector<int32_t>& m, int rank, const PlanPart& p) {
+  m.push_back(rank);
+  m.push_back(p.plan.size());
+  m.insert(m.end(), p.plan.tokens.begin(), p.plan.tokens.end());
+  m.insert(m.end(), p.plan.parents.begin(), p.plan.parents.end());
+  for (uint8_t v : p.plan.verify) m.push_back(v);
+  m.insert(m.end(), p.global.begin(), p.global.end());
+}
+
+bool decode_commit(Reader& rd, std::vector<int32_t>& seq, std::vector<int32_t>& path) {
+  const int32_t flag = rd.next();
+  LA_CHECK(flag == 0 || flag == 1, "protocol error: commit flag ", flag);
+  if (flag == 0) return false;
+  decode_sync(rd, seq);
+  rd.take(rd.count(), path);
+  return true;
+}
+
+void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part) {
+  decode_sync(rd, seq);
+  LA_CHECK(!seq.empty(), "protocol error: RUN with an empty sequence");
+  const int k = rd.next();
+  LA_CHECK(k == ranks, "protocol error: plan split in ", k, " parts for ", ranks, " ranks");
+  bool found = false;
+  const int included = rd.count();
+  for (int i = 0; i < included; ++i) {
+    const int r = rd.next();
+    const int m = rd.count();
+    if (r != me || found) {
+      rd.skip(4 * m);
+      continue;
+    }
+    rd.take(m, part.plan.tokens);
+    rd.take(m, part.plan.parents);
+    part.plan.verify.resize(m);
+    for (int j = 0; j < m; ++j) part.plan.verify[j] = static_cast<uint8_t>(rd.next() != 0);
+    rd.take(m, part.global);
+    found = true;
+  }
+  LA_CHECK(found, "protocol error: no part for rank ", me, " in the RUN message");
+  LA_CHECK(rd.done(), "protocol error: trailing words after the RUN message's parts");
+  try {
+    part.plan.validate();
+  } catch (const Error& e) {
+    fail("protocol error: RUN part: ", e.what());
+  }
+  LA_CHECK(part.global[0] == 0, "protocol error: part does not start with the plan's root");
+  for (size_t i = 1; i < part.global.size(); ++i)
+    LA_CHECK(part.global[i] > part.global[i - 1], "protocol error: part's global ids not increasing at ", i);
+  LA_CHECK(part.plan.tokens[0] == seq.back(), "protocol error: part root ", part.plan.tokens[0],
+           " is not the sequence's last token ", seq.back());
+}
+
+// ------------------------------------------------------------------------------------------------ REPLY
+
+void encode_reply(std::vector<int32_t>& m, const ReplyHead& h, const std::vector<int32_t>& results) {
+  m.clear();
+  m.push_back(h.no);
+  m.push_back(h.cache_len);
+  m.push_back(h.step_tokens);
+  m.push_back(h.forward_us);
+  m.push_back(h.stop_signal);
+  m.insert(m.end(), results.begin(), results.end());
+}
+
+void decode_reply(const std::vector<int32_t>& m, int r, int part_nodes, int32_t expected_no, ReplyHead& h,
+                  std::vector<int32_t>& results) {
+  LA_CHECK(part_nodes >= 1 && m.size() == static_cast<size_t>(kReplyHead + part_nodes), "protocol error: rank ", r,
+           " replied ", m.size(), " words for a part of ", part_nodes, " nodes");
+  LA_CHECK(m[0] == expected_no, "protocol error: rank ", r, " answered message ", m[0], " (expected ", expected_no,
+           ")");
+  h.no = m[0];
+  h.cache_len = m[1];
+  h.step_tokens = m[2];
+  h.forward_us = m[3];
+  h.stop_signal = m[4];
+  LA_CHECK(h.cache_len >= 0 && h.step_tokens >= 0 && h.forward_us >= 0, "protocol error: rank ", r,
+           " replied a negative count");
+  results.assign(m.begin() + kReplyHead, m.end());
+}
+
+}  // namespace la::protocol
