@@ -77,7 +77,7 @@ TEST_P(Lossless, EveryStrategyEqualsPlainGreedy) {
     // that can draft accepts a draft at some step (fewer steps than tokens; plain decoding fails this), and one
     // that cannot takes exactly one step per token. Greedy and deterministic: not flaky.
     const bool trained = mc.path.rfind("random:", 0) != 0;
-    if (c.drafts == Case::Never) EXPECT_EQ(st.steps, st.new_tokens) << mc.label << " / " << c.label;
+    if (c.drafts == Case::Never) { EXPECT_EQ(st.steps, st.new_tokens) << mc.label << " / " << c.label; }
     else if (c.drafts == Case::Always || trained)
       EXPECT_LT(st.steps, st.new_tokens) << mc.label << " / " << c.label << ": no draft ever accepted";
     else EXPECT_LE(st.steps, st.new_tokens) << mc.label << " / " << c.label;
@@ -115,9 +115,9 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
         const int top = s->max_draft_budget();
         ASSERT_GT(top, 0);
         EXPECT_EQ(st.budgets.steps, st.steps);
-        if (shape == CostShape::Flat) EXPECT_EQ(st.budgets.budget_hist[top], st.steps) << c.label;
-        if (shape == CostShape::Steep) EXPECT_EQ(st.budgets.plain_steps, st.steps) << c.label;
-        if (shape == CostShape::Steep) EXPECT_EQ(st.steps, st.new_tokens) << c.label;
+        if (shape == CostShape::Flat) { EXPECT_EQ(st.budgets.budget_hist[top], st.steps) << c.label; }
+        if (shape == CostShape::Steep) { EXPECT_EQ(st.budgets.plain_steps, st.steps) << c.label; }
+        if (shape == CostShape::Steep) { EXPECT_EQ(st.steps, st.new_tokens) << c.label; }
         std::printf("  %-28s %-24s shape %d S=%.2f plain=%lld/%lld\n", path.substr(path.rfind('/') + 1).c_str(),
                     c.label.c_str(), int(shape), st.compression(), (long long)st.budgets.plain_steps,
                     (long long)st.budgets.steps);

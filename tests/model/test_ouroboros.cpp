@@ -190,7 +190,7 @@ TEST(OuroborosAdaptive, EqualsPlainInEveryCostShape) {
       auto s = make_strategy(o, d.get());
       RequestStats st;
       EXPECT_EQ(run_all_adaptive(*m, *s, ps, gp, shape, &st), want) << "sampled " << sampled << " shape " << int(shape);
-      if (shape == CostShape::Flat) EXPECT_EQ(st.budgets.budget_hist[s->max_draft_budget()], st.steps);
+      if (shape == CostShape::Flat) { EXPECT_EQ(st.budgets.budget_hist[s->max_draft_budget()], st.steps); }
       if (shape == CostShape::Steep) {
         EXPECT_EQ(st.budgets.plain_steps, st.steps);
         EXPECT_EQ(s->counters()["draft_forwards"], 0);

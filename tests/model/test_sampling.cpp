@@ -175,8 +175,8 @@ TEST(Sampling, SameSeedSameTokensAcrossStrategies) {
       auto a = make_strategy(o);
       RequestStats st;
       EXPECT_EQ(run_all_adaptive(*m, *a, ps, gp, shape, &st), want) << o.name << " adaptive shape " << int(shape);
-      if (shape == CostShape::Flat) EXPECT_EQ(st.budgets.budget_hist[a->max_draft_budget()], st.steps) << o.name;
-      if (shape == CostShape::Steep) EXPECT_EQ(st.budgets.plain_steps, st.steps) << o.name;
+      if (shape == CostShape::Flat) { EXPECT_EQ(st.budgets.budget_hist[a->max_draft_budget()], st.steps) << o.name; }
+      if (shape == CostShape::Steep) { EXPECT_EQ(st.budgets.plain_steps, st.steps) << o.name; }
     }
   }
 }
