@@ -1,21 +1,16 @@
 #include "lookahead/decode/generator.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 
+#include "lookahead/decode/cost_model.h"
 #include "lookahead/util/error.h"
 
 namespace la {
 namespace {
 using Clock = std::chrono::steady_clock;
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-double thread_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
+double thread_cpu_s() { return cost_clock_seconds(CostClock::ThreadCpu); }  // the cost model's thread clock
 }  // namespace
 
 void check_fits(const ModelConfig& cfg, size_t prompt_tokens, int max_new_tokens) {
