@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Real-task benchmark: SmolLM2-135M-Instruct (dequantized Q4_1 weights, fp32, CPU) on MT-Bench first turns (chat),
 # HumanEval prompts (raw code), GSM8K questions (chat) and CNN/DailyMail articles (chat, "Summarize:"), every strategy
-# (defaults and one small setting each), and IN THE SAME RUN Hugging Face transformers on the same prompt ids and
+# (defaults and one small setting each, fixed, and the main ones adaptive: rows "+a"), and IN THE SAME RUN Hugging Face transformers on the same prompt ids and
 # weights (greedy generate() and prompt lookup with prompt_lookup_num_tokens=10): S, accepted tokens per step,
 # tokens/s, x AR, and whether the ids equal the engine's plain decoding. Body: launch/bench_real.py.
 #   launch/bench-real.sh                  # 20 prompts per set, 128 new tokens
 #   N=5 launch/bench-real.sh --threads 2  # fewer prompts; extra flags go to every `lookahead generate`
-# Env: N (prompts per set, 20), MAX_NEW (128), MODEL (SmolLM2-135M-Instruct), THREADS (CPU threads for both engines;
+# Env: N (prompts per set, 20), MAX_NEW (128), MODEL (SmolLM2-135M-Instruct), STRATEGIES="trie,trie+a,..." and
+# SETS="gsm8k,cnn-dm" (only those rows / sets; plain decoding and transformers always run), THREADS (CPU threads for both engines;
 # 0: libtorch's default. On a machine shared with other jobs use 1: two threads then spin, measured 8x slower).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

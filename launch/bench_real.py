@@ -59,6 +59,12 @@ def hf_run(model, prompts, max_new, eos, **kw):
     return ids_out, new_tok / secs
 
 
+def plain_share(stats):
+    """Share of an adaptive run's steps that were plain ("-" for fixed runs), from --stats-json."""
+    ad = stats.get("adaptive")
+    return f"{100 * ad['plain_fraction']:.1f}" if ad else "-"
+
+
 def main():
     model_dir, shared, n, max_new = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     extra = sys.argv[5:]
@@ -73,17 +79,28 @@ def main():
     eos = model.generation_config.eos_token_id
     eos = eos if isinstance(eos, list) else [eos]
     tmp = tempfile.mkdtemp(prefix="la-bench-real-")
-    strategies = [("ar", "ar", []),
-                  ("jacobi", "jacobi", []), ("jacobi-b4", "jacobi", ["--jacobi-block", "4"]),
-                  ("lade", "lade", []), ("lade-W5N4G5", "lade", ["--window", "5", "--ngram", "4", "--guesses", "5"]),
-                  ("trie", "trie", []), ("trie-d16", "trie", ["--decoding-length", "16", "--branch-length", "8"]),
-                  ("prompt-lookup", "prompt-lookup", []),
-                  ("pl-n3", "prompt-lookup", ["--pl-max-ngram", "3", "--pl-num-tokens", "3"])]
+    OFF, ON = ["--adaptive", "off"], ["--adaptive", "on"]
+    # Fixed rows (--adaptive off: the parameters as given) and adaptive rows ("+a": those parameters are the upper
+    # bounds the controller picks below, step by step).
+    fixed = [("jacobi", "jacobi", []), ("jacobi-b4", "jacobi", ["--jacobi-block", "4"]),
+             ("lade", "lade", []), ("lade-W5N4G5", "lade", ["--window", "5", "--ngram", "4", "--guesses", "5"]),
+             ("trie", "trie", []), ("trie-d16", "trie", ["--decoding-length", "16", "--branch-length", "8"]),
+             ("prompt-lookup", "prompt-lookup", []),
+             ("pl-n3", "prompt-lookup", ["--pl-max-ngram", "3", "--pl-num-tokens", "3"])]
+    strategies = [("ar", "ar", OFF)] + [(l, st, o + OFF) for l, st, o in fixed]
+    strategies += [(l + "+a", st, o + ON) for l, st, o in fixed if l in ("jacobi", "lade", "trie", "prompt-lookup")]
+    # STRATEGIES="trie,trie+a,...": only these rows (plain decoding always runs: every ratio is to it); SETS likewise.
+    only = set(filter(None, os.environ.get("STRATEGIES", "").split(",")))
+    if only:
+        strategies = [x for x in strategies if x[0] == "ar" or x[0] in only]
+    only_sets = set(filter(None, os.environ.get("SETS", "").split(",")))
     print(f"model {model_dir} (fp32, cpu, torch threads {torch.get_num_threads()}); {n} prompts per set, "
           f"{max_new} new tokens, greedy")
     print(f"{'set':10s} {'engine':13s} {'strategy':14s} {'S':>5s} {'acc/step':>8s} {'tok/s':>7s} {'x AR':>5s} "
-          f"{'e2e tok/s':>9s} {'tok/step':>8s} {'fwd ms':>7s} ids==ours-ar")
+          f"{'e2e tok/s':>9s} {'tok/step':>8s} {'fwd ms':>7s} {'plain%':>6s} ids==ours-ar")
     for name, items in load_sets(shared, n).items():
+        if only_sets and name not in only_sets:
+            continue
         prompts = [tokenize(tok, k, t) for k, t in items]
         path = os.path.join(tmp, f"{name}.jsonl")
         with open(path, "w") as f:
@@ -101,16 +118,17 @@ def main():
             steps = max(1, a["steps"])
             print(f"{name:10s} {'lookahead':13s} {label:14s} {a['compression']:5.2f} {a['mean_accepted']:8.2f} "
                   f"{tps:7.1f} {tps / base[0]:5.2f} {e2e:9.1f} {a['step_tokens_per_step']:8.1f} "
-                  f"{1e3 * a['forward_s'] / steps:7.2f} {'yes' if ids == base[1] else 'NO'}", flush=True)
+                  f"{1e3 * a['forward_s'] / steps:7.2f} {plain_share(st):>6s} {'yes' if ids == base[1] else 'NO'}", flush=True)
         for label, kw in (("greedy", {}), ("prompt-lookup", {"prompt_lookup_num_tokens": 10})):
             hids, htps = hf_run(model, prompts, max_new, eos, **kw)
             same = sum(a == b for a, b in zip(hids, base[1]))
             print(f"{name:10s} {'transformers':13s} {label:14s} {'':5s} {'':8s} {'':7s} {htps / base[2]:5.2f} "
-                  f"{htps:9.1f} {'':8s} {'':7s} {'yes' if same == len(prompts) else f'{same}/{len(prompts)}'}", flush=True)
+                  f"{htps:9.1f} {'':8s} {'':7s} {'':6s} {'yes' if same == len(prompts) else f'{same}/{len(prompts)}'}", flush=True)
         print(f"{name:10s} ({len(prompts)} prompts, mean prompt length {plen:.0f} tokens)", flush=True)
     print("S = new tokens / forward steps; acc/step = accepted draft tokens per step; tok/s = decoding only (prefill "
           "excluded); e2e tok/s = new tokens / whole request time (prefill included; transformers: generate() per "
-          "prompt); x AR = over the engine's plain decoding in this run (transformers rows: e2e over e2e); tok/step = tokens per forward; ids==ours-ar: generated ids equal the engine's plain "
+          "prompt); x AR = over the engine's plain decoding in this run (transformers rows: e2e over e2e); tok/step = tokens per forward; "
+          "plain% = adaptive steps that fell back to plain decoding; +a = --adaptive on (the row's parameters are upper bounds); ids==ours-ar: generated ids equal the engine's plain "
           "decoding (transformers: prompts that match)")
 
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda_forward.h"
+#include "lookahead/model/cpu_gemm.h"
 #include "lookahead/model/llama.h"
 #include "lookahead/model/safetensors.h"
 #include "lookahead/model/step_layout.h"
@@ -92,6 +93,13 @@ class TorchLlama final : public StepModel {
     init_rope();
     alloc_cache(cfg_.max_positions + 256);
     make_cuda_forward();
+    make_cpu_gemm();
+  }
+
+  // The skinny GEMM for small fp32 CPU steps (--kernels on; off = ATen's linear only).
+  void make_cpu_gemm() {
+    cpu_gemm_ = dev_.is_cpu() && dt_ == at::kFloat && kernels_ && cpu_gemm_supported();
+    if (dev_.is_cpu() && dt_ == at::kFloat && kernels_) kernel_note_ = cpu_gemm_ ? "skinny gemm" : "no AVX2: ATen gemm";
   }
 
   // The kernel forward for CUDA models with --kernels on (when the shapes allow; else the ATen forward serves).
@@ -154,6 +162,7 @@ class TorchLlama final : public StepModel {
     m->step_len_ = 0;
     m->alloc_cache(cap_);
     m->make_cuda_forward();
+    m->make_cpu_gemm();
     return m;
   }
 
@@ -241,7 +250,7 @@ class TorchLlama final : public StepModel {
     for (int l = 0; l < cfg_.layers; ++l) {
       const auto& W = layers_[l];
       at::Tensor h = rms_norm(x, W.ln1);
-      at::Tensor qkv = cfg_.attention_bias ? at::linear(h, W.wqkv, W.bqkv) : at::linear(h, W.wqkv);
+      at::Tensor qkv = linear(h, W.wqkv, W.bqkv);
       at::Tensor q = rope(qkv.narrow(1, 0, Q).view({T, Hq, D}), cos, sin);
       at::Tensor k = rope(qkv.narrow(1, Q, KV).view({T, Hkv, D}), cos, sin);
       at::Tensor v = qkv.narrow(1, Q + KV, KV).view({T, Hkv, D});
@@ -255,14 +264,14 @@ class TorchLlama final : public StepModel {
       at::Tensor p = at::softmax(sc, -1).to(dt_);
       at::Tensor o = at::bmm(p, V.permute({1, 0, 2}));  // [Hkv, g*T, D]
       o = o.view({Hkv, g, T, D}).permute({2, 0, 1, 3}).reshape({T, Q});
-      x = x + (W.bo.defined() ? at::linear(o, W.wo, W.bo) : at::linear(o, W.wo));
+      x = x + linear(o, W.wo, W.bo);
       h = rms_norm(x, W.ln2);
-      at::Tensor gu = at::linear(h, W.wgu);
+      at::Tensor gu = linear(h, W.wgu);
       const int64_t I = cfg_.intermediate;
-      x = x + at::linear(at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I), W.wd);
+      x = x + linear(at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I), W.wd);
     }
     x = rms_norm(x, norm_);
-    at::Tensor logits = at::linear(x, lm_head_).to(at::kFloat);  // [T, V]
+    at::Tensor logits = linear(x, lm_head_).to(at::kFloat);  // [T, V]
     step_len_ = T;
 
     at::Tensor next;
@@ -322,6 +331,23 @@ class TorchLlama final : public StepModel {
   }
 
  private:
+  // x [T, K] times w [N, K]^T (+ b): the skinny GEMM where it pays (cpu_gemm_pays), ATen's linear otherwise. Threads
+  // (--threads) split the weight rows, at least 256 rows each, so small models stay on one thread.
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = at::Tensor()) const {
+    if (!cpu_gemm_ || !cpu_gemm_pays(static_cast<int>(x.size(0)), w.size(0), w.size(1)) || !w.is_contiguous())
+      return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+    const at::Tensor xc = x.contiguous();
+    const int M = static_cast<int>(xc.size(0)), K = static_cast<int>(xc.size(1)), N = static_cast<int>(w.size(0));
+    at::Tensor y = at::empty({M, N}, xc.options());
+    const float* xp = xc.data_ptr<float>();
+    const float* wp = w.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    at::parallel_for(0, (N + 3) / 4, 64, [&](int64_t b0, int64_t b1) {
+      cpu_gemm_rows(xp, M, K, wp, static_cast<int>(b0 * 4), static_cast<int>(std::min<int64_t>(N, b1 * 4)), yp, N);
+    });
+    return b.defined() ? y.add_(b) : y;
+  }
+
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) const {
     at::Tensor xf = x.to(at::kFloat);
     at::Tensor r = at::rsqrt(xf.pow(2).mean(-1, true).add_(cfg_.rms_eps));
@@ -420,6 +446,7 @@ class TorchLlama final : public StepModel {
   std::vector<at::Tensor> kc_, vc_;
   int cap_ = 0, len_ = 0, step_len_ = 0;
   bool kernels_ = false, graphs_ = false;
+  bool cpu_gemm_ = false;  // fp32 CPU steps use cpu_gemm_rows where cpu_gemm_pays
   std::string kernel_note_;  // shown in describe(): "kernels, graphs", or why the kernels are off
 #ifdef LOOKAHEAD_WITH_CUDA
   std::shared_ptr<CudaForward> cf_;  // shared_ptr only so that fork()'s copy compiles; fork() resets it
