@@ -20,9 +20,10 @@ namespace la::cli {
 
 void add_device_options(po::options_description& d, LoadOptions& lo, std::string& graphs) {
   d.add_options()("kernels", po::value(&lo.kernels)->default_value("on"),
-                  "--device cuda: on = the lookahead CUDA kernels (fused ops, step attention, device argmax) for "
-                  "steps of up to 256 tokens; off = the ATen forward the CPU runs (reference); bench-forward also takes "
-                  "both (the ATen forward timed beside, on the same weights)")(
+                  "on = the lookahead kernels: with --device cuda the CUDA kernels (fused ops, step attention, device "
+                  "argmax) for steps of up to 256 tokens; on CPU in fp32 the skinny GEMM that streams each weight once "
+                  "for steps of up to 32 tokens (AVX2/FMA CPUs); off = the ATen forward only (reference); "
+                  "bench-forward also takes both (the ATen forward timed beside, on the same weights)")(
       "cuda-graphs", po::value(&graphs)->default_value("on"),
       "--device cuda with --kernels on: replay one CUDA graph per step bucket (1, 8, 16, ..., 256 tokens): on | off");
 }
