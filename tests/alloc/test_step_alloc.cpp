@@ -52,14 +52,18 @@ namespace {
 
 struct Counted {
   long allocs = 0;
+  int64_t controller_steps = 0;  // steps whose budget a DraftController chose
   int steps = 0;  // steps counted
   int tokens = 0;
 };
 
+// With `adaptive`, a DraftController chooses every step's budget over a cost model the executor keeps current
+// (flat: drafts pay, so the controller drafts and probes; the choice, the statistics and the cost update must not
+// allocate either).
 // Generates `max_new` tokens and counts the allocations of the steps between the one that passes `from` tokens
 // and the one that passes `to` (the counting starts and stops in the streaming callback, which runs between
 // steps and allocates nothing itself).
-Counted count_steps(la::Strategy& s, int max_new, int from, int to) {
+Counted count_steps(la::Strategy& s, int max_new, int from, int to, bool adaptive = false) {
   const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
   la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
   bool paused_counting = false;
@@ -69,6 +73,12 @@ Counted count_steps(la::Strategy& s, int max_new, int from, int to) {
   });
   la::LocalExecutor ex(m);
   la::Generator g(ex, s, m.config());
+  la::StepCostModel cost(la::ForwardCostModel(256, 1e-3));
+  la::DraftController controller(s, cost);
+  if (adaptive) {
+    ex.set_cost_model(&cost);
+    g.set_controller(&controller);
+  }
   la::GenParams gp;
   gp.max_new_tokens = max_new;
   V prompt = {1};
@@ -84,16 +94,19 @@ Counted count_steps(la::Strategy& s, int max_new, int from, int to) {
   });
   g_counting = false;
   EXPECT_EQ(static_cast<int>(res.ids.size()), max_new);
+  c.controller_steps = res.stats.adaptive ? res.stats.budgets.steps : 0;
   return c;
 }
 
-void expect_no_allocation(const la::StrategyOptions& o) {
+void expect_no_allocation(const la::StrategyOptions& o, bool adaptive = false) {
   auto s = la::make_strategy(o);
-  const Counted c = count_steps(*s, 400, 150, 350);
-  EXPECT_GT(c.steps, 10) << o.name;
-  EXPECT_GT(c.tokens, c.steps) << o.name << ": the strategy must draft for this test to mean anything";
-  EXPECT_EQ(c.allocs, 0) << o.name << ": " << c.allocs << " allocations in " << c.steps << " steps";
-  std::printf("%s: %ld allocations in %d steps (%d tokens)\n", o.name.c_str(), c.allocs, c.steps, c.tokens);
+  const Counted c = count_steps(*s, 400, 150, 350, adaptive);
+  const std::string name = o.name + (adaptive ? " (adaptive)" : "");
+  EXPECT_GT(c.steps, 10) << name;
+  EXPECT_GT(c.tokens, c.steps) << name << ": the strategy must draft for this test to mean anything";
+  EXPECT_EQ(c.allocs, 0) << name << ": " << c.allocs << " allocations in " << c.steps << " steps";
+  if (adaptive) EXPECT_GT(c.controller_steps, 10) << name << ": the controller must have chosen the budgets";
+  std::printf("%s: %ld allocations in %d steps (%d tokens)\n", name.c_str(), c.allocs, c.steps, c.tokens);
 }
 
 }  // namespace
@@ -123,4 +136,12 @@ TEST(StepAllocations, PromptLookupStepsAllocateNothing) {
   la::StrategyOptions o;
   o.name = "prompt-lookup";
   expect_no_allocation(o);
+}
+
+TEST(StepAllocations, AdaptiveStepsAllocateNothing) {
+  for (const char* name : {"lade", "trie", "prompt-lookup"}) {
+    la::StrategyOptions o;
+    o.name = name;
+    expect_no_allocation(o, /*adaptive=*/true);
+  }
 }
