@@ -98,8 +98,9 @@ class TorchLlama final : public StepModel {
 
   // The skinny GEMM for small fp32 CPU steps (--kernels on; off = ATen's linear only).
   void make_cpu_gemm() {
-    cpu_gemm_ = dev_.is_cpu() && dt_ == at::kFloat && kernels_ && cpu_gemm_supported();
-    if (dev_.is_cpu() && dt_ == at::kFloat && kernels_) kernel_note_ = cpu_gemm_ ? "skinny gemm" : "no AVX2: ATen gemm";
+    const bool wanted = dev_.is_cpu() && dt_ == at::kFloat && kernels_;
+    cpu_gemm_ = wanted && cpu_gemm_supported();
+    if (wanted) kernel_note_ = cpu_gemm_ ? "skinny gemm" : "no AVX2: ATen gemm";
   }
 
   // The kernel forward for CUDA models with --kernels on (when the shapes allow; else the ATen forward serves).

@@ -56,52 +56,48 @@ V cycle_prompt(int periods) {
   return p;
 }
 
+// Runs the strategy on the cycle oracle for 40 new tokens after two periods of the cycle; the ids must equal plain
+// decoding's. Returns the tokens each step kept.
+std::vector<int> kept_on_cycle(const la::StrategyOptions& o) {
+  OracleModel m(kVocab, 256, la::test::cycle_rule(kCycle));
+  const V prompt = cycle_prompt(2);
+  auto s = la::make_strategy(o);
+  const Outcome r = generate(*s, m, prompt, 40);
+  EXPECT_EQ(r.ids, plain(m, prompt, 40)) << o.name;
+  return r.kept;
+}
+
 }  // namespace
 
 // Prompt lookup (1..4-gram, 10 tokens): the prompt holds the cycle twice, so the last 4 tokens (8 9 10 11) occur
 // in the first period followed by 10 correct tokens: 10 drafts + the model's token = 11 per step; the last step
 // verifies 11 but only 7 fit in 40.
 TEST(OracleStrategies, PromptLookupAcceptsTheFollowingTokens) {
-  OracleModel m(kVocab, 256, la::test::cycle_rule(kCycle));
-  const V prompt = cycle_prompt(2);
   la::StrategyOptions o;
   o.name = "prompt-lookup";
-  auto s = la::make_strategy(o);
-  const Outcome r = generate(*s, m, prompt, 40);
-  EXPECT_EQ(r.ids, plain(m, prompt, 40));
-  EXPECT_EQ(r.kept, (std::vector<int>{11, 11, 11, 7}));
+  EXPECT_EQ(kept_on_cycle(o), (std::vector<int>{11, 11, 11, 7}));
 }
 
 // Trie (branch length 12): the prompt's windows of 12 tokens are its branches. The first step's root (11) ends
 // the prompt, so its longest branch is prompt[10, 21): 10 drafts + 1. From then on the generated windows hold
 // 11 tokens after an 11: 11 drafts + 1 = 12 per step; 40 = 11 + 12 + 12 + 5.
 TEST(OracleStrategies, TrieAcceptsWholeBranches) {
-  OracleModel m(kVocab, 256, la::test::cycle_rule(kCycle));
-  const V prompt = cycle_prompt(2);
   la::StrategyOptions o;
   o.name = "trie";
-  auto s = la::make_strategy(o);
-  const Outcome r = generate(*s, m, prompt, 40);
-  EXPECT_EQ(r.ids, plain(m, prompt, 40));
-  EXPECT_EQ(r.kept, (std::vector<int>{11, 12, 12, 5}));
+  EXPECT_EQ(kept_on_cycle(o), (std::vector<int>{11, 12, 12, 5}));
 }
 
 // LADE with the pool filled from the prompt (N = 4, G = 3): every 4-gram of the cycle is in the pool, the key 3
 // holds both of its continuations (4 3 5 and 5 6 7; G = 3 keeps both), so the verification branch always holds
 // the right n-gram: N-1 drafts + 1 = 4 tokens per step.
 TEST(OracleStrategies, LadePoolFromPromptAcceptsWholeNgrams) {
-  OracleModel m(kVocab, 256, la::test::cycle_rule(kCycle));
-  const V prompt = cycle_prompt(2);
   la::StrategyOptions o;
   o.name = "lade";
   o.window = 5;
   o.ngram = 4;
   o.guesses = 3;
   o.pool_from_prompt = true;
-  auto s = la::make_strategy(o);
-  const Outcome r = generate(*s, m, prompt, 40);
-  EXPECT_EQ(r.ids, plain(m, prompt, 40));
-  EXPECT_EQ(r.kept, std::vector<int>(10, 4));
+  EXPECT_EQ(kept_on_cycle(o), std::vector<int>(10, 4));
 }
 
 // LADE from an empty pool (W = 5, N = 4, G = 3, seed 0): steps 1-2 fill the window's levels (N-2 warm-up steps)
@@ -109,17 +105,12 @@ TEST(OracleStrategies, LadePoolFromPromptAcceptsWholeNgrams) {
 // n-grams keyed by the window's level-0 tokens: step 4's root has one (4 tokens), steps 5-7 do not; from step 8
 // the harvest covers the cycle and every step yields N = 4 (the last step is cut at 40).
 TEST(OracleStrategies, LadeWindowFillsThePool) {
-  OracleModel m(kVocab, 256, la::test::cycle_rule(kCycle));
-  const V prompt = cycle_prompt(2);
   la::StrategyOptions o;
   o.name = "lade";
   o.window = 5;
   o.ngram = 4;
   o.guesses = 3;
-  auto s = la::make_strategy(o);
-  const Outcome r = generate(*s, m, prompt, 40);
-  EXPECT_EQ(r.ids, plain(m, prompt, 40));
-  EXPECT_EQ(r.kept, (std::vector<int>{1, 1, 1, 4, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4, 2}));
+  EXPECT_EQ(kept_on_cycle(o), (std::vector<int>{1, 1, 1, 4, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4, 2}));
 }
 
 // Jacobi (block 4) on a model that knows its script by position, the script's continuation holding no prompt
