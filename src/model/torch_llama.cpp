@@ -1,6 +1,7 @@
 // TorchLlama: the StepModel over libtorch weights. It owns the KV cache and sends each step to one forward: the
-// CUDA kernel forward (torch_cuda_forward.cpp), or the ATen reference (torch_reference.cpp). Weights live in
-// torch_weights.cpp, sampling in torch_sampling.cpp.
+// CUDA kernel forward (torch_cuda_forward.cpp), the CPU kernel forward (src/cpu, no ATen: this file hands it raw
+// views of the weights and the cache), or the ATen reference (torch_reference.cpp, --kernels off). Weights live
+// in torch_weights.cpp, sampling in torch_sampling.cpp.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
@@ -8,6 +9,8 @@
 #include <cstring>
 
 #include "cuda_forward.h"
+#include "lookahead/cpu/cpu_forward.h"
+#include "lookahead/cpu/thread_pool.h"
 #include "lookahead/model/llama.h"
 #include "lookahead/model/step_layout.h"
 #include "lookahead/util/error.h"
@@ -46,11 +49,24 @@ void check_step(const StepInput& in, const ModelConfig& cfg) {
   }
 }
 
+WType wtype_of(at::ScalarType t) {
+  return t == at::kHalf ? WType::F16 : t == at::kBFloat16 ? WType::BF16 : WType::F32;
+}
+
+WeightView view_of(const at::Tensor& t) {
+  LA_CHECK(t.is_contiguous() && t.dim() == 2, "internal: CPU kernels need contiguous 2-d weights");
+  return WeightView{t.data_ptr(), wtype_of(t.scalar_type()), int(t.size(0)), int(t.size(1))};
+}
+
+const void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
 class TorchLlama final : public StepModel {
  public:
-  TorchLlama(std::shared_ptr<const TorchWeights> w, std::string desc, bool kernels, bool graphs)
-      : w_(std::move(w)), desc_(std::move(desc)), kernels_(kernels), graphs_(graphs) {
+  TorchLlama(std::shared_ptr<const TorchWeights> w, std::string desc, bool kernels, bool graphs,
+             std::shared_ptr<ThreadPool> pool)
+      : w_(std::move(w)), desc_(std::move(desc)), kernels_(kernels), graphs_(graphs), pool_(std::move(pool)) {
     rope_ = make_rope_tables(w_->cfg, w_->device);
+    make_cpu_forward();
     alloc_cache(w_->cfg.max_positions + 256);
     make_cuda_forward();
   }
@@ -67,7 +83,7 @@ class TorchLlama final : public StepModel {
   std::unique_ptr<StepModel> fork() const override { return fork_with(kernels_, graphs_); }
   // A fork whose forward uses (or not) the kernels and graphs: compares both paths on one set of weights.
   std::unique_ptr<TorchLlama> fork_with(bool kernels, bool graphs) const {
-    return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs);
+    return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, pool_);
   }
 
   std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* logits_out) override {
@@ -90,6 +106,18 @@ class TorchLlama final : public StepModel {
       return out;
     }
 #endif
+    if (cpu_) {
+      const float* lg = cpu_->run(in, L);
+      std::vector<int32_t> out(T);
+      if (sp.greedy()) {
+        cpu_->argmax(T, out.data());
+      } else {
+        const at::Tensor logits = at::from_blob(const_cast<float*>(lg), {T, w_->cfg.vocab}, at::kFloat);
+        out = to_host_ids(sample_tokens(logits, in.positions, sp));
+      }
+      if (logits_out) logits_out->assign(lg, lg + size_t(T) * w_->cfg.vocab);
+      return out;
+    }
     at::Tensor logits = reference_forward(*w_, rope_, cache_, in, L);  // [T, V] fp32
     std::vector<int32_t> out = to_host_ids(sp.greedy() ? logits.argmax(-1) : sample_tokens(logits, in.positions, sp));
     if (logits_out) copy_logits(logits, logits_out);
@@ -104,9 +132,13 @@ class TorchLlama final : public StepModel {
     c10::InferenceMode ng;
     bool identity = true;
     for (int j = 0; j < m; ++j) identity = identity && idx[j] == j;
-#ifdef LOOKAHEAD_WITH_CUDA
-    bool path_order = true;  // the commit kernel copies in place: needs idx strictly increasing with idx[j] >= j
+    bool path_order = true;  // in-place commits need idx strictly increasing with idx[j] >= j
     for (int j = 0; j < m; ++j) path_order = path_order && idx[j] >= j && (j == 0 || idx[j] > idx[j - 1]);
+    if (!identity && path_order && cpu_) {
+      cpu_->commit_rows(idx, len_);
+      identity = true;
+    }
+#ifdef LOOKAHEAD_WITH_CUDA
     if (!identity && path_order && cf_ && m <= CudaForward::kMaxRows) {  // one kernel for all layers, no allocation
       cf_->commit(idx, len_);
       identity = true;
@@ -133,9 +165,30 @@ class TorchLlama final : public StepModel {
   }
 
  private:
+  // The CPU kernel forward for CPU models with --kernels on (when the model's shapes allow).
+  void make_cpu_forward() {
+    if (!w_->device.is_cpu() || !kernels_) return;
+    const std::string why = CpuForward::unsupported_reason(w_->cfg);
+    if (!why.empty()) {
+      kernel_note_ = "cpu kernels off: " + why;
+      return;
+    }
+    CpuModelView v;
+    v.type = wtype_of(w_->dtype);
+    v.embed = w_->embed.data_ptr();
+    v.norm = w_->norm.data_ptr();
+    v.lm_head = view_of(w_->lm_head);
+    for (const LayerW& L : w_->layers)
+      v.layers.push_back(CpuLayerView{view_of(L.wqkv), view_of(L.wo), view_of(L.wgu), view_of(L.wd), L.ln1.data_ptr(),
+                                      L.ln2.data_ptr(), data_or_null(L.bqkv), data_or_null(L.bo)});
+    v.rope_cos = rope_.cos.data_ptr<float>();
+    v.rope_sin = rope_.sin.data_ptr<float>();
+    cpu_ = std::make_unique<CpuForward>(w_->cfg, v, pool_);
+    kernel_note_ = cpu_->describe();
+  }
+
   // The kernel forward for CUDA models with --kernels on (when the shapes allow; else the ATen forward serves).
   void make_cuda_forward() {
-    kernel_note_.clear();
 #ifdef LOOKAHEAD_WITH_CUDA
     if (!w_->device.is_cuda() || !kernels_) return;
     const std::string why = CudaForward::unsupported_reason(w_->cfg, w_->dtype);
@@ -161,6 +214,14 @@ class TorchLlama final : public StepModel {
   void alloc_cache(int cap, int keep = 0) {
     c10::InferenceMode ng;
     cache_ = make_kv_cache(*w_, cap, &cache_, keep);
+    if (cpu_) {
+      std::vector<void*> k, v;
+      for (int l = 0; l < w_->cfg.layers; ++l) {
+        k.push_back(cache_.k[l].data_ptr());
+        v.push_back(cache_.v[l].data_ptr());
+      }
+      cpu_->set_cache(k, v, cache_.capacity());
+    }
 #ifdef LOOKAHEAD_WITH_CUDA
     if (cf_) cf_->cache_changed();
 #endif
@@ -169,10 +230,12 @@ class TorchLlama final : public StepModel {
   std::shared_ptr<const TorchWeights> w_;
   std::string desc_;
   bool kernels_, graphs_;
+  std::shared_ptr<ThreadPool> pool_;  // shared with forks: one pool for every replica in the process
   RopeTables rope_;
   KvCache cache_;
   int len_ = 0, step_len_ = 0;
-  std::string kernel_note_;  // shown in describe(): "kernels, graphs", or why the kernels are off
+  std::string kernel_note_;  // shown in describe(): which kernels serve, or why none do
+  std::unique_ptr<CpuForward> cpu_;
 #ifdef LOOKAHEAD_WITH_CUDA
   std::unique_ptr<CudaForward> cf_;
 #endif
@@ -221,8 +284,9 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   if (o.threads > 0) at::set_num_threads(o.threads);
   const at::Device dev = make_device(o);
   auto w = load_weights(o, dev, dt);
+  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : ThreadPool::default_threads());
   return std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + ", " + o.device + "]", o.kernels == "on",
-                                      o.cuda_graphs);
+                                      o.cuda_graphs, std::move(pool));
 }
 
 void save_hf_directory(StepModel& model, const std::string& dir) {

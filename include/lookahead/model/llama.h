@@ -12,9 +12,9 @@ struct LoadOptions {
   std::string dtype = "fp32";  // fp32 | fp16 | bf16
   std::string device = "cpu";  // cpu | cuda
   int device_index = 0;
-  int threads = 0;             // CPU intra-op threads (0: libtorch default)
-  // CUDA models: the lookahead kernels (fused ops, step attention, device argmax) for steps of up to 256 tokens
-  // ("on"), or the ATen forward the CPU runs ("off", the reference). Ignored on CPU.
+  int threads = 0;             // CPU threads (0: every core, or OMP_NUM_THREADS when set)
+  // The kernel forward ("on"): on CUDA the lookahead kernels (fused ops, step attention, device argmax) for steps
+  // of up to 256 tokens; on the CPU the batch-invariant kernels of src/cpu. "off": the ATen reference forward.
   std::string kernels = "on";
   bool cuda_graphs = true;     // with kernels: one CUDA graph per step bucket
 };

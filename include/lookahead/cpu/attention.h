@@ -1,0 +1,45 @@
+// Step (tree) attention on the CPU: each step token attends to the committed cache and to its ancestors in the
+// step (itself included), grouped-query (g = heads / kv_heads query heads share a K/V head), K/V read from the
+// cache in the model's dtype (the step's own K/V are written there first).
+//
+//   keys of token t:  cache rows 0 .. L-1 | step rows of t's ancestors, root first, then t itself
+//
+// Batch invariance: a token's keys are visited in that order, which is the order of their positions, the order a
+// plain decode of the same path visits them (its cache then holds exactly those rows). For each query head:
+// scores s_j = dot(q, k_j) * scale with the GEMM's 8-lane order (gemm.h); m = max_j s_j; p_j = exp(s_j - m);
+// sum = p_0 + p_1 + ... in key order; out[d] = (fma over j in key order of p_j * v_j[d]) / sum. Nothing is split
+// into chunks, so no boundary can depend on the step size, the tree or the cache length; one thread computes a
+// (token, K/V head) pair alone, so the thread count does not matter either.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "lookahead/cpu/dtype.h"
+
+namespace la {
+
+class ThreadPool;
+
+struct AttentionShape {
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 1.f;
+};
+
+struct KvLayer {
+  const void* k = nullptr;  // [capacity, kv_heads, head_dim] of `type`
+  const void* v = nullptr;
+  WType type = WType::F32;
+};
+
+// Per-thread score rows, grown by reserve().
+struct AttentionScratch {
+  std::vector<std::vector<float>> per_thread;
+  void reserve(int threads, int group, int max_keys);
+};
+
+// out[t][h * D + d] for the T step tokens: q [T, heads * D] (ldq floats per row), parents as in StepInput, the
+// step's rows at cache rows L .. L+T-1.
+void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
+                    const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo);
+
+}  // namespace la

@@ -1,0 +1,65 @@
+// RMSNorm, RoPE and SwiGLU on the CPU (one header each: rmsnorm.h, rope.h, swiglu.h). Plain C++: these are a few
+// percent of a step, so one implementation serves every ISA, and with contraction off it rounds the same way on
+// all of them.
+#include <cmath>
+
+#include "lookahead/cpu/gemm.h"
+#include "lookahead/cpu/rmsnorm.h"
+#include "lookahead/cpu/rope.h"
+#include "lookahead/cpu/swiglu.h"
+#include "lookahead/cpu/thread_pool.h"
+
+namespace la {
+namespace {
+
+// Rows [0, T) split evenly over the pool; small jobs stay on the calling thread.
+template <class F>
+void for_rows(ThreadPool& pool, int T, long work_per_row, F&& f) {
+  if (pool.size() == 1 || T == 1 || T * work_per_row < 32768) {
+    for (int t = 0; t < T; ++t) f(t);
+    return;
+  }
+  pool.run([&](int i, int n) {
+    for (int t = int(int64_t(T) * i / n); t < int(int64_t(T) * (i + 1) / n); ++t) f(t);
+  });
+}
+
+}  // namespace
+
+void rms_norm_rows(ThreadPool& pool, const float* x, int ldx, const float* w, int T, int H, float eps, float* y,
+                   int ldy) {
+  for_rows(pool, T, H, [&](int t) {
+    const float* xr = x + long(t) * ldx;
+    float* yr = y + long(t) * ldy;
+    const float r = 1.f / std::sqrt(dot_f32(xr, xr, H) / float(H) + eps);
+    for (int i = 0; i < H; ++i) yr[i] = (xr[i] * r) * w[i];
+  });
+}
+
+void rope_rows(float* x, int ldx, int heads, int D, const int32_t* positions, int T, const float* cos,
+               const float* sin) {
+  const int half = D / 2;
+  for (int t = 0; t < T; ++t) {
+    const float* c = cos + long(positions[t]) * D;
+    const float* s = sin + long(positions[t]) * D;
+    for (int h = 0; h < heads; ++h) {
+      float* v = x + long(t) * ldx + long(h) * D;
+      for (int d = 0; d < half; ++d) {
+        const float a = v[d], b = v[d + half];
+        v[d] = a * c[d] + (-b) * s[d];
+        v[d + half] = b * c[d + half] + a * s[d + half];
+      }
+    }
+  }
+}
+
+void swiglu_rows(ThreadPool& pool, const float* gu, int ldgu, int T, int I, float* act, int ldact) {
+  for_rows(pool, T, I * 8L, [&](int t) {
+    const float* g = gu + long(t) * ldgu;
+    const float* u = g + I;
+    float* a = act + long(t) * ldact;
+    for (int i = 0; i < I; ++i) a[i] = (g[i] / (1.f + std::exp(-g[i]))) * u[i];
+  });
+}
+
+}  // namespace la
