@@ -6,7 +6,9 @@ model), measured offline. S and acceptance do not depend on the machine's load.
   python3 launch/bench_acceptance.py MODEL SHARED N_PER_SET MAX_NEW [extra lookahead flags...]
   PLOT=1 also writes acceptance.png (launch/plot.py, with the torch venv's python) into OUT (default build/).
 Env: SETS (gsm8k,humaneval), BUDGETS (1,2,4,8,16,32), OUT (build).
-Budget flags: prompt lookup --pl-num-tokens b; trie --decoding-length b (--branch-length min(b, 12)).
+Budget flags: prompt lookup --pl-num-tokens b; trie --decoding-length b with --trie-capacity 2048 (the default
+capacity of the default 64-node setting: the default capacity is 32 x --decoding-length, which at small budgets
+prunes the trie so hard that it drafts almost nothing).
 """
 import os, subprocess, sys, tempfile
 
@@ -20,7 +22,7 @@ budgets = [int(b) for b in os.environ.get("BUDGETS", "1,2,4,8,16,32").split(",")
 tmp = tempfile.mkdtemp(prefix="la-accept-")
 OFF = ["--adaptive", "off"]
 flags = {"prompt-lookup": lambda b: ["--pl-num-tokens", str(b)],
-         "trie": lambda b: ["--decoding-length", str(b), "--branch-length", str(min(b, 12))]}
+         "trie": lambda b: ["--decoding-length", str(b), "--trie-capacity", "2048"]}
 lines = [f"model {model}; {n} prompts per set, {max_new} new tokens, greedy, --adaptive off",
          f"{'prompts':12s} {'strategy':14s} {'budget':>6s} {'acc/step':>8s} {'acc/draft':>9s} {'S':>5s} lossless"]
 print("\n".join(lines), flush=True)

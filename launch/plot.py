@@ -154,13 +154,17 @@ def acceptance(lines, png):
         lbl = f"{strat} ({ps})"
         axs[0].plot([x for x, _, _ in pts], [a for _, a, _ in pts], marker="o", label=lbl)
         axs[1].plot([x for x, _, _ in pts], [c for _, _, c in pts], marker="o", label=lbl)
+    xs = sorted({x for pts in rows.values() for x, _, _ in pts})
     for ax in axs:
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("draft budget (verify tokens per step, fixed)")
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_xlabel("draft budget (draft tokens per step, fixed)")
     axs[0].set_ylabel("accepted draft tokens per step")
     axs[1].set_ylabel("accepted / drafted")
     axs[0].legend(fontsize=7)
-    fig.suptitle(title("Acceptance against draft budget"))
+    m = re.match(r"model (\S+?);", lines[0]) if lines else None
+    name = os.path.basename(m.group(1).rstrip("/")) if m else "model"
+    fig.suptitle(title(f"{name}: acceptance against draft budget (fixed drafts)"))
     save(fig, png)
 
 
