@@ -94,14 +94,14 @@ def batch(out, model, prompts, max_new):
     def ratio(x):
         return f"{x:.2f}" if spread is not None and abs(x - 1) > spread else "~1.0"
 
-    print(f"{'':2s} {'':38s} {'trie (default: adaptive)':>24s} {'trie, fixed 3-token drafts':>26s} {'plain':>7s}")
-    print(f"{'#':>2s} {'task: Write a Python function that ...':38s} {'S':>5s} {'tok/s':>7s} {'x plain':>8s}  "
+    print(f"{'':2s} {'':40s} {'trie (default: adaptive)':>24s} {'trie, fixed 3-token drafts':>26s} {'plain':>7s}")
+    print(f"{'#':>2s} {'task: Write a Python function that ...':40s} {'S':>5s} {'tok/s':>7s} {'x plain':>8s}  "
           f"{'S':>5s} {'tok/s':>7s} {'x plain':>8s}   {'tok/s':>6s} lossless")
     for i, q in enumerate(asks):
         ask = q["messages"][0]["content"].replace("Write a Python function that ", "").rstrip(".")
         a, f, p = recs["trie-batch"][i], recs["trie3-batch"][i], recs["ar-batch"][i]
         same = a["ids"] == p["ids"] and f["ids"] == p["ids"]
-        print(f"{i + 1:2d} {ask[:38]:38s} {a['new_tokens'] / max(1, a['steps']):5.2f} {rate(a):7.1f} "
+        print(f"{i + 1:2d} {ask[:40]:40s} {a['new_tokens'] / max(1, a['steps']):5.2f} {rate(a):7.1f} "
               f"{ratio(rate(a) / rate(p)):>8s}  {f['new_tokens'] / max(1, f['steps']):5.2f} {rate(f):7.1f} "
               f"{ratio(rate(f) / rate(p)):>8s}   {rate(p):6.1f} {'yes' if same else 'NO'}")
     n = len(asks)

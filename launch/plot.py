@@ -107,16 +107,17 @@ def strategies(lines, png):
 
 
 def forward(lines, png):
-    model, runs, cur = None, [], None
+    model, runs, cur, cpu = None, [], None, False
     for l in lines:
         m = re.match(r"model (\S+) \[", l)
         if m:
+            cpu = cpu or "cpu ms per step" in l
             model = os.path.basename(m.group(1).rstrip("/"))
             cur = {}
             runs.append(cur)
             continue
         f = l.split()
-        if cur is not None and len(f) >= 4 and num(f[0]) is not None and num(f[1]) is not None:
+        if cur is not None and len(f) >= 4 and num(f[1]) is not None and num(f[2]) is not None:
             cur.setdefault(int(f[1]), []).append((float(f[2]), num(f[4]) if len(f) > 4 else None))
     # Several runs of the same command: the fastest per point (the least disturbed on a shared machine).
     ts = sorted({t for r in runs for t in r})
@@ -132,8 +133,9 @@ def forward(lines, png):
     ax.set_yscale("log", base=2)
     ax.set_xticks(ts, [str(t) for t in ts])
     ax.set_xlabel("step tokens T")
-    ax.set_ylabel(f"forward time / forward of T = {ts[0]}")
-    ax.set_title(title(f"{model}: what a step of T tokens costs (fastest of {len(runs)} runs)"))
+    ax.set_ylabel(f"{'CPU' if cpu else 'wall'} time of a step / a step of T = {ts[0]}")
+    how = "CPU time of the decoding thread" if cpu else f"fastest of {len(runs)} runs"
+    ax.set_title(title(f"{model}: what a step of T tokens costs ({how})"))
     ax.legend(fontsize=8)
     for t in ts:
         ax.annotate(f"{best[t]:.0f} ms", (t, best[t] / best[ts[0]]), fontsize=7, xytext=(3, -10),
