@@ -132,6 +132,8 @@ def forward(lines, png):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(ts, [str(t) for t in ts])
+    ys = [y for y in (1, 2, 4, 8, 16, 32, 64, 128, 256) if y <= max(ts)]
+    ax.set_yticks(ys, [str(y) for y in ys])
     ax.set_xlabel("step tokens T")
     ax.set_ylabel(f"{'CPU' if cpu else 'wall'} time of a step / a step of T = {ts[0]}")
     how = "CPU time of the decoding thread" if cpu else f"fastest of {len(runs)} runs"

@@ -28,6 +28,7 @@ PY
 
 MODEL=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/models/SmolLM2-135M-Instruct
 if [ ! -f "$MODEL/model.safetensors" ]; then
+  [ $fails -eq 0 ] || exit 1
   echo "SKIP: $MODEL is not installed (launch/setup.sh converts it)"; exit 77
 fi
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
