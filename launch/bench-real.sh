@@ -8,7 +8,8 @@
 #   N=5 launch/bench-real.sh --threads 2  # fewer prompts; extra flags go to every `lookahead generate`
 # Env: N (prompts per set, 20), MAX_NEW (128), MODEL (SmolLM2-135M-Instruct), STRATEGIES="trie,trie+a,..." and
 # SETS="gsm8k,cnn-dm" (only those rows / sets; plain decoding and transformers always run), THREADS (CPU threads for both engines;
-# 0: libtorch's default. On a machine shared with other jobs use 1: two threads then spin, measured 8x slower).
+# 0: libtorch's default. On a machine shared with other jobs use 1: two threads then spin, measured 8x slower),
+# OUT (build/: bench-real.txt, and real-tasks.png with PLOT=1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/launch/setup.sh" >/dev/null 2>&1 || "$ROOT/launch/setup.sh"
@@ -19,4 +20,8 @@ MODEL=${MODEL:-SmolLM2-135M-Instruct}
 VENV=$(cat "$ROOT/build/.venv-path")
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), load $(cut -d' ' -f1-3 /proc/loadavg)"
 export THREADS=${THREADS:-0}
-exec "$VENV/bin/python" "$ROOT/launch/bench_real.py" "$MODEL" "$SHARED" "${N:-20}" "${MAX_NEW:-128}" "$@"
+OUT=${OUT:-$ROOT/build}
+mkdir -p "$OUT"
+"$VENV/bin/python" "$ROOT/launch/bench_real.py" "$MODEL" "$SHARED" "${N:-20}" "${MAX_NEW:-128}" "$@" | tee "$OUT/bench-real.txt"
+# PLOT=1: the chart of the table (launch/plot.py; installs its pinned matplotlib into the venv on first use)
+if [ "${PLOT:-0}" = 1 ]; then "$VENV/bin/python" "$ROOT/launch/plot.py" real "$OUT/bench-real.txt" "$OUT/real-tasks.png"; fi

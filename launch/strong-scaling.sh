@@ -98,7 +98,11 @@ case "$OUTPNG" in *.png) OUTCSV=${OUTPNG%.png}.csv ;; *) OUTCSV=$OUTPNG.csv ;; e
 pick_python() {
   local v
   v=$(cat "$BUILD/.venv-path" 2>/dev/null || true)
-  if [ -n "$v" ] && [ -x "$v/bin/python" ]; then echo "$v/bin/python"; else command -v python3; fi
+  if [ -n "$v" ] && [ -x "$v/bin/python" ]; then
+    # the chart needs matplotlib: pinned, installed into the setup venv once (launch/plot.py pins the same)
+    "$v/bin/python" -c 'import matplotlib' 2>/dev/null || "$v/bin/python" -m pip install -q matplotlib==3.11.2 >&2 || true
+    echo "$v/bin/python"
+  else command -v python3; fi
 }
 
 ANALYZE=$(cat <<'PYEOF'
