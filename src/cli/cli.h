@@ -5,7 +5,7 @@
 
 #include "lookahead/model/config.h"
 #include "lookahead/model/llama.h"
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 
 namespace la::cli {
 int cmd_tokenize(int argc, char** argv);

@@ -8,7 +8,7 @@
 #include "generate_options.h"
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/generator.h"
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/parallel/comm.h"
 #include "lookahead/util/prompt_records.h"
 #include "run_executor.h"

@@ -9,7 +9,7 @@
 #include "generate_options.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategy.h"
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/util/prompt_records.h"
 #include "output_file.h"
 

@@ -11,7 +11,7 @@
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/model/step_model.h"
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/parallel/comm.h"
 #include "lookahead/parallel/parallel_executor.h"
 #include "lookahead/parallel/replica_group.h"

@@ -13,7 +13,7 @@
 #include "lookahead/decode/strategies.h"
 #include "lookahead/model/config.h"
 #include "lookahead/model/safetensors.h"
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "test_util.h"

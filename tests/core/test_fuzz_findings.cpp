@@ -7,7 +7,7 @@
 
 #include "lookahead/model/config.h"
 #include "lookahead/model/safetensors.h"
-#include "lookahead/model/tokenizer_json.h"
+#include "lookahead/tokenizer/tokenizer_json.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/json_parse.h"
 #include "lookahead/util/prompt_records.h"

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "../../src/model/hf_pipeline.h"   // the pre-tokenizer stage on its own, for the Split behaviours
-#include "../../src/model/text_unicode.h"
-#include "lookahead/model/tokenizer.h"
-#include "lookahead/model/tokenizer_json.h"
+#include "../../src/tokenizer/hf_pipeline.h"   // the pre-tokenizer stage on its own, for the Split behaviours
+#include "../../src/tokenizer/text_unicode.h"
+#include "lookahead/tokenizer/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer_json.h"
 #include "lookahead/util/error.h"
 #include "test_util.h"
 

@@ -2,7 +2,7 @@
 // the tokenizer_model target) and next to a valid tokenizer.json (the llama3 seed of the tokenizer_json target:
 // add_bos_token and bos_token matter there), then encodes a text.
 #include "fuzz_common.h"
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 
 namespace {
 std::string make_dir(const char* name, const char* file, const char* seed) {

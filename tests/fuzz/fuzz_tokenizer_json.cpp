@@ -3,7 +3,7 @@
 // streams with TextStream. Every encoded id must lie inside the vocabulary. The tokenizer_config.json settings
 // (add_bos_token, bos_token when the file names it, the model's bos id) vary with the input's size.
 #include "fuzz_common.h"
-#include "lookahead/model/tokenizer_json.h"
+#include "lookahead/tokenizer/tokenizer_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -2,7 +2,7 @@
 // directory holding only that file, then encode / decode / TextStream on the loaded model. The seeds include a
 // real 512-piece model (llama2.c's tok512, from ../shared/models).
 #include "fuzz_common.h"
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   la::fuzz::write_scratch("tokenizer.model", data, size);

@@ -8,7 +8,7 @@
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/model/llama.h"
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 
 using namespace la;
 

@@ -1,10 +1,10 @@
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 
-#include "lookahead/model/tokenizer_json.h"
+#include "lookahead/tokenizer/tokenizer_json.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "text_unicode.h"

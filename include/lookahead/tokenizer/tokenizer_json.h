@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "lookahead/model/tokenizer.h"
+#include "lookahead/tokenizer/tokenizer.h"
 
 namespace la {
 

@@ -12,7 +12,7 @@
 // are cut out of the raw text -> the rest is normalized -> `normalized` added tokens are cut out -> each
 // remaining piece is pre-tokenized (Split / Digits / ByteLevel) -> BPE -> the post_processor's template
 // (TemplateProcessing, Roberta/Bert) puts its special tokens around -> tokenizer_config.json's add_bos_token.
-#include "lookahead/model/tokenizer_json.h"
+#include "lookahead/tokenizer/tokenizer_json.h"
 
 #include <algorithm>
 #include <array>
