@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Hosts made of Linux network namespaces on this machine, for multi-host LP tests (tests/scripts/test_multihost.sh).
+#   netns-hosts.sh up PREFIX SUBNET N   # N hosts PREFIXa, PREFIXb, ... with SUBNET.1, .2, ... (SUBNET e.g. 10.213.7)
+#   netns-hosts.sh down PREFIX          # kill their processes, remove namespaces, bridge, links and /etc/netns files
+#   netns-hosts.sh run PREFIX HOST PROGRAM ARGS...   # PROGRAM on HOST (its namespace and hostname)
+#   netns-hosts.sh cut PREFIX HOST      # pull HOST's cable (its switch-side link down)
+#   netns-hosts.sh mend PREFIX HOST     # plug it back
+# Every host: its own network namespace with loopback and eth0 (one end of a veth pair whose other end,
+# PREFIX<letter>, is a port of the bridge PREFIXbr), address SUBNET.<i>/24, no default route; the bridge has no
+# address and the root namespace no route into the subnet, so traffic goes only between the hosts. Names resolve
+# through /etc/netns/HOST/hosts (which `ip netns exec` mounts over /etc/hosts). Processes get their own hostname
+# from tests/scripts/multihost/ns-rsh (unshare --uts), Open MPI's rsh agent.
+set -euo pipefail
+cmd=${1:-}; P=${2:-}
+[ -n "$P" ] && [ ${#P} -le 10 ] || { echo "netns-hosts.sh: PREFIX missing or longer than 10 characters" >&2; exit 2; }
+letters=(a b c d e f g h)
+case "$cmd" in
+  up)
+    SUB=$3; N=$4
+    ip link add "${P}br" type bridge
+    ip link set "${P}br" up
+    hosts=""
+    for ((i = 0; i < N; i++)); do hosts+="$SUB.$((i + 1)) ${P}${letters[$i]}"$'\n'; done
+    for ((i = 0; i < N; i++)); do
+      h=${P}${letters[$i]}
+      ip netns add "$h"
+      ip link add "$h" type veth peer name eth0 netns "$h"
+      ip link set "$h" master "${P}br" up
+      ip -n "$h" link set lo up
+      ip -n "$h" addr add "$SUB.$((i + 1))/24" dev eth0
+      ip -n "$h" link set eth0 up
+      mkdir -p "/etc/netns/$h"
+      printf '127.0.0.1 localhost\n%s' "$hosts" > "/etc/netns/$h/hosts"
+    done
+    ;;
+  down)
+    for ns in $(ip netns list | awk '{print $1}' | grep -E "^${P}[a-h]$" || true); do
+      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -CONT "$pid" 2>/dev/null || true; kill -9 "$pid" 2>/dev/null || true; done
+      ip netns del "$ns" 2>/dev/null || true
+      ip link del "$ns" 2>/dev/null || true
+      rm -rf "/etc/netns/$ns"
+    done
+    ip link del "${P}br" 2>/dev/null || true
+    ;;
+  run)  # run HOST PROGRAM ARGS...: PROGRAM on HOST (its namespace and hostname), arguments kept as they are
+    h=$3; shift 3
+    exec ip netns exec "$h" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" "$@" ;;
+  cut)  ip link set "$3" down ;;
+  mend) ip link set "$3" up ;;
+  *) echo "netns-hosts.sh: unknown command '$cmd' (up, down, cut, mend)" >&2; exit 2 ;;
+esac
