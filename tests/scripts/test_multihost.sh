@@ -239,5 +239,56 @@ fi
 fi
 echo "(faults: $(elapsed "$t_f" "$(now)") s)"
 
+# ---- 3. Per-step collective latency across hosts ----
+# 2 ranks: rank 0 on host A, rank 1 on host B, whose cable goes through linkem with a one-way delay D each way
+# (so a step's scatter + gather round trip gains 2D); D = 0, 50, 500 us, plus the plain veth cable. Per run, from
+# --stats-json "dist" (as launch/strong-scaling.sh measures it): L = (broadcast_s + forward_rank0_s +
+# gather_wait_s - max_forward_s) / steps: rank 0's time per step in the scatter and the wait beyond the slowest
+# forward. Best of 2 runs. LA_MULTIHOST_LATENCY_DIR=DIR keeps the stats files (for strong-scaling.sh
+# --latency-from). Checked: D = 500 us adds at least 0.8 ms per step over D = 0 (the round trip gains 1 ms).
+lat_run() {  # lat_run TAG: two runs, prints the smaller L (us) and keeps that run's stats as $T/lat-TAG.json
+  local tag=$1 best="" v r
+  for r in 1 2; do
+    mpi_hosts 2 generate --model "$M" --prompt "Once upon a time, there was a little" --strategy lade \
+      --window 7 --ngram 4 --guesses 7 --adaptive off --max-new-tokens 64 --quiet --threads 1 --comm mpi \
+      --stats-json "$T/lat-$tag-$r.json" >"$T/log" 2>&1 || { sed 's/^/    /' "$T/log" | tail -n 5 >&2; continue; }
+    v=$(python3 -c "
+import json,sys; d=json.load(open(sys.argv[1]))['dist']
+print(f\"{(d['broadcast_s'] + d['forward_rank0_s'] + d['gather_wait_s'] - d['max_forward_s']) / d['steps'] * 1e6:.1f}\")" \
+      "$T/lat-$tag-$r.json")
+    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$v" "$best"; then
+      best=$v; cp "$T/lat-$tag-$r.json" "$T/lat-$tag.json"
+    fi
+  done
+  echo "$best"
+}
+t_l=$(now)
+if want latency; then
+  declare -A LAT=()
+  LAT[veth]=$(lat_run veth)
+  if [ -n "$LINKEM" ]; then
+    echo "0 0" > "$T/ctl"
+    "$NS" impair "$PFX" "$B" "$LINKEM" "$T/ctl"
+    for d in 0 50 500; do
+      echo "$d 0" > "$T/ctl"; kill -HUP "$(cat "/run/lookahead-netns/$B/linkem.pid")"
+      LAT[$d]=$(lat_run "d$d")
+    done
+    "$NS" plain "$PFX" "$B"
+  fi
+  echo "    per-step collective latency, 2 ranks on hosts $A and $B (us): plain veth ${LAT[veth]:-?};" \
+       "through linkem: D=0 ${LAT[0]:-?}, D=50us ${LAT[50]:-?}, D=500us ${LAT[500]:-?}"
+  if [ -n "${LATDIR:=${LA_MULTIHOST_LATENCY_DIR:-}}" ]; then
+    mkdir -p "$LATDIR"; cp "$T"/lat-veth.json "$T"/lat-d*.json "$LATDIR"/ 2>/dev/null
+    for k in veth 0 50 500; do echo "$k ${LAT[$k]:-}"; done > "$LATDIR/latency-us.txt"
+  fi
+  if [ -z "${LAT[veth]}" ]; then bad "latency: the 2-host runs failed"
+  elif [ -n "$LINKEM" ]; then
+    if [ -n "${LAT[0]}" ] && [ -n "${LAT[500]}" ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[2]) - float(sys.argv[1]) >= 800 else 1)" "${LAT[0]}" "${LAT[500]}"; then
+      ok "latency: a 500 us link delay (each way) adds $(python3 -c "print(f'{float(\"${LAT[500]}\") - float(\"${LAT[0]}\"):.0f}')") us per step"
+    else bad "latency: D=500us (${LAT[500]:-?} us) is not >= 0.8 ms above D=0 (${LAT[0]:-?} us)"; fi
+  fi
+fi
+echo "(latency: $(elapsed "$t_l" "$(now)") s)"
+
 [ $fails = 0 ] && echo "PASS" || echo "$fails failure(s)"
 [ $fails = 0 ]
