@@ -290,5 +290,117 @@ if want latency; then
 fi
 echo "(latency: $(elapsed "$t_l" "$(now)") s)"
 
+# ---- 4. cluster/multinode.sbatch on a two-node Slurm ----
+# munged (root namespace, private key and socket), slurmctld on host A, one slurmd per host (A and B) in its
+# namespace with its own hostname, NodeAddr = the host's address; a fake GRES of 8 GPUs per node (no devices) so
+# the template's --gpus-per-node=8 is satisfiable; the CPU run overrides tasks and CPUs on the sbatch line and
+# sets LA_DEVICE=cpu LA_DTYPE=fp32. MPI inside the job: srun --mpi=pmix, TCP over eth0 (OMPI_MCA_* exported).
+SLURM_PIDS=()
+slurm_stop() {
+  local pid
+  for pid in "${SLURM_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+  sleep 0.5
+  for pid in "${SLURM_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  SLURM_PIDS=()
+}
+trap 'slurm_stop; cleanup' EXIT
+slurm_section() {
+  local c
+  for c in slurmctld slurmd munged sbatch squeue scontrol srun; do
+    command -v $c >/dev/null 2>&1 || { echo "SKIP (slurm part): $c is not installed (launch/setup.sh installs slurm-wlm and munge for the tests)"; return; }
+  done
+  local S=$T/slurm
+  mkdir -p "$S/munge" "$S/state" "$S/spool" "$S/log" "$S/results"
+  chmod 700 "$S/munge"
+  dd if=/dev/urandom of="$S/munge/munge.key" bs=128 count=1 2>/dev/null
+  chmod 400 "$S/munge/munge.key"
+  munged -f --socket="$S/munge/munge.sock" --key-file="$S/munge/munge.key" --pid-file="$S/munge/munged.pid" \
+    --seed-file="$S/munge/seed" --log-file="$S/log/munged.log" || { bad "slurm: munged did not start"; return; }
+  SLURM_PIDS+=("$(cat "$S/munge/munged.pid")")
+  chmod 755 "$S/munge"
+  export SLURM_CONF=$S/slurm.conf
+  cat > "$SLURM_CONF" <<EOF
+ClusterName=multihost
+SlurmctldHost=$A($SUB.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=6917
+SlurmdPort=6918
+AuthType=auth/munge
+AuthInfo=socket=$S/munge/munge.sock
+CredType=cred/munge
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool/%n
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd-%n.pid
+SlurmctldLogFile=$S/log/slurmctld.log
+SlurmdLogFile=$S/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MinJobAge=600
+NodeName=$A NodeAddr=$SUB.1 CPUs=2 State=UNKNOWN
+NodeName=$B NodeAddr=$SUB.2 CPUs=2 State=UNKNOWN
+PartitionName=hosts Nodes=$A,$B Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+  mkdir -p "$S/spool/$A" "$S/spool/$B"
+  LA_NS_CGROUP=1 "$NS" run "$PFX" "$A" slurmctld -c || { bad "slurm: slurmctld did not start"; return; }
+  sleep 0.3; SLURM_PIDS+=("$(cat "$S/slurmctld.pid" 2>/dev/null)")
+  local h
+  for h in "$A" "$B"; do
+    # The "nodes" share /tmp, where Slurm's PMIx plugin makes a per-step directory of a fixed name: each slurmd
+    # reads its own copy of slurm.conf with an mpi.conf beside it that moves that directory.
+    mkdir -p "$S/conf-$h" "$S/pmix-$h"
+    cp "$SLURM_CONF" "$S/conf-$h/slurm.conf"
+    echo "PMIxCliTmpDirBase=$S/pmix-$h" > "$S/conf-$h/mpi.conf"
+    SLURM_CONF=$S/conf-$h/slurm.conf LA_NS_CGROUP=1 "$NS" run "$PFX" "$h" slurmd -N "$h" \
+      || { bad "slurm: slurmd on $h did not start"; return; }
+    sleep 0.3; SLURM_PIDS+=("$(cat "$S/slurmd-$h.pid" 2>/dev/null)")
+  done
+  local n
+  for _ in $(seq 60); do
+    n=$("$NS" run "$PFX" "$A" sinfo -h -N -o "%t" 2>/dev/null | grep -c idle)
+    [ "$n" = 2 ] && break; sleep 0.5
+  done
+  if [ "$n" != 2 ]; then
+    bad "slurm: the two nodes did not become idle: $("$NS" run "$PFX" "$A" sinfo -N 2>&1 | tr '\n' ';')"
+    for f in "$S"/log/*.log; do echo "--- $f"; tail -n 8 "$f"; done
+    return
+  fi
+  echo "    slurm: slurmctld on $A, slurmd on $A ($SUB.1) and $B ($SUB.2): both idle"
+  head -n 4 "$P" > "$S/prompts.jsonl"
+  "$BIN" generate --model "$M" --input "$S/prompts.jsonl" --max-new-tokens 24 --quiet --threads 1 --strategy lade \
+    --output "$S/ref.jsonl" >"$T/log" 2>&1 || { bad "slurm: one-process reference failed"; return; }
+  local id state out=$S/results/multinode.jsonl
+  id=$(cd "$SRC" && "$NS" run "$PFX" "$A" env LA_REPO="$SRC" LA_BIN="$BIN" LA_MODEL="$M" LA_INPUT="$S/prompts.jsonl" \
+       LA_OUT="$out" LA_DEVICE=cpu LA_DTYPE=fp32 LA_MAX_NEW=24 LA_ARGS="--threads 1" OMPI_MCA_btl=tcp,self \
+       OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 \
+       sbatch --parsable --ntasks-per-node=1 --cpus-per-task=1 --gpus-per-node=0 --output="$S/job-%j.out" cluster/multinode.sbatch 2>"$T/sb.err") \
+    || { bad "slurm: sbatch cluster/multinode.sbatch refused: $(cat "$T/sb.err")"; return; }
+  for _ in $(seq 240); do  # 120 s
+    [ -z "$("$NS" run "$PFX" "$A" squeue -h -j "$id" 2>/dev/null)" ] && break; sleep 0.5
+  done
+  state=$("$NS" run "$PFX" "$A" scontrol show job "$id" 2>/dev/null | grep -oE "JobState=[A-Z_]+|ExitCode=[0-9:]+| NodeList=[^( ][^ ]*" | tr '\n' ' ')
+  if ! grep -q "JobState=COMPLETED" <<<"$state"; then
+    bad "slurm: job $id did not complete: $state"; tail -n 15 "$S/job-$id.out" 2>/dev/null | sed 's/^/    /'
+    "$NS" run "$PFX" "$A" scancel "$id" 2>/dev/null; return
+  fi
+  if same_ids "$S/ref.jsonl" "$out" 4; then
+    ok "slurm: cluster/multinode.sbatch job $id ($state) on $A + $B: 4 records equal one process"
+  else bad "slurm: job $id's records differ from one process"; fi
+  grep -q "\[multinode\] job $id on " "$S/job-$id.out" && echo "    $(grep -m1 "\[multinode\] job" "$S/job-$id.out")"
+}
+t_s=$(now)
+want slurm && slurm_section
+slurm_stop
+echo "(slurm: $(elapsed "$t_s" "$(now)") s)"
+
 [ $fails = 0 ] && echo "PASS" || echo "$fails failure(s)"
 [ $fails = 0 ]

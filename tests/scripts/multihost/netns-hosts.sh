@@ -53,7 +53,15 @@ case "$cmd" in
     ;;
   run)  # run HOST PROGRAM ARGS...: PROGRAM on HOST (its namespace and hostname), arguments kept as they are
     h=$3; shift 3
-    exec ip netns exec "$h" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" "$@" ;;
+    # `ip netns exec` mounts a fresh /sys, without the cgroup file systems; daemons that need them (slurmd) get
+    # this machine's cgroup v1 controllers mounted again with LA_NS_CGROUP=1.
+    cg=""
+    if [ "${LA_NS_CGROUP:-0}" = 1 ]; then
+      cg='mount -t tmpfs cgroup_root /sys/fs/cgroup && for c in $(awk '"'"'$4 == 1 {print $1}'"'"' /proc/cgroups); do '
+      cg+='mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c; done; '
+      cg+='mkdir -p /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd; '
+    fi
+    exec ip netns exec "$h" unshare --uts sh -c "${cg}"'hostname "$0" && exec "$@"' "$h" "$@" ;;
   impair)
     h=$3; linkem=$4; ctl=$5
     ip link del "$h" 2>/dev/null || true   # the veth pair (its eth0 end goes too)
