@@ -142,7 +142,7 @@ LIMIT=$((RT + 10))     # rank-timeout, then launch/mpirun.sh's LA_ABORT_GRACE (3
 export LA_ABORT_GRACE=3
 head -n 24 "$P" > "$T/many.jsonl"
 F=(generate --model "$M" --input "$T/many.jsonl" --max-new-tokens 24 --quiet --threads 1 --adaptive off
-   --strategy trie --decoding-length 24 --comm mpi --rank-timeout "$RT")
+   --strategy trie --decoding-length 24 --comm mpi)
 "$BIN" generate --model "$M" --input "$T/many.jsonl" --max-new-tokens 24 --quiet --threads 1 --adaptive off \
   --strategy trie --decoding-length 24 --output "$T/many.ref.jsonl" >"$T/log" 2>&1 \
   || { bad "faults: the uninterrupted one-process run failed"; sed 's/^/    /' "$T/log" | tail -n 5; }
@@ -211,7 +211,7 @@ fault() {
 # resume NAME: mend everything, --resume on 3 hosts, compare with the uninterrupted run.
 resume() {
   local name=$1 out=$T/fault.jsonl state=$T/fault.trie
-  mpi_hosts 3 "${F[@]}" --output "$out" --trie-state "$state" --resume >"$T/log" 2>&1
+  mpi_hosts 3 "${F[@]}" --rank-timeout "$RT" --output "$out" --trie-state "$state" --resume >"$T/log" 2>&1
   local rc=$?
   if [ $rc != 0 ]; then bad "$name: --resume run failed (exit $rc)"; sed 's/^/    /' "$T/log" | grep -v setpgid | tail -n 8
   elif same_ids "$T/many.ref.jsonl" "$out" 24; then ok "$name: --resume completed to the 24 records of one uninterrupted process"
