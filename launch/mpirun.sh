@@ -15,7 +15,8 @@
 #   - -x for OMP_NUM_THREADS, PATH, LD_LIBRARY_PATH and every LA_*, LOOKAHEAD_*, NCCL_*, CUDA_* variable set
 #     (remote ranks get the same environment).
 # Environment: LOOKAHEAD_BIN (default: <repo>/build/lookahead), LA_BIND_GPU=0 to leave CUDA_VISIBLE_DEVICES alone,
-# MPIRUN (default: mpirun), LA_LAUNCH_QUIET=1 to not echo the mpirun command line to stderr. The job ends non-zero, naming the rank, if any rank fails or dies.
+# MPIRUN (default: mpirun), LA_LAUNCH_QUIET=1 to not echo the mpirun command line to stderr, LA_ABORT_GRACE (10 s:
+# on multi-node jobs, how long mpirun may keep waiting for an unreachable node after the job failed; see below). The job ends non-zero, naming the rank, if any rank fails or dies.
 # SIGTERM / SIGINT to this script stop the job cleanly (forwarded to mpirun); the script then exits 143 / 130.
 #
 # Internal: `launch/mpirun.sh --rank-exec PROGRAM ARGS...` runs on every rank (also from srun, see cluster/): it
@@ -142,12 +143,44 @@ cmd=("$MPIRUN" -np "$np" "${auto[@]}" "${envs[@]}" "${user_opts[@]}" "$SELF" --r
 # (odls_base_sigkill_timeout) and SIGKILL 1 s after that; lookahead's ranks stop cleanly within that second
 # (generate --help, "Batch jobs"). mpirun itself then exits 1, so this script exits 128 + signal (130 / 143) as
 # the binary does. (A terminal's Ctrl-C reaches mpirun directly too; a second SIGINT only makes it print a note.)
-"${cmd[@]}" &
+# Several nodes: a rank's error or MPI_Abort normally ends the job within a second, but when a node is unreachable
+# (cable pulled, switch port down) mpirun waits for that node's daemon to confirm its ranks are gone, and the TCP
+# connection to it only gives up after the kernel's retransmission limit (net.ipv4.tcp_retries2: ~15 min). So on
+# multi-node jobs this script watches mpirun's stderr, and LA_ABORT_GRACE seconds (default 10; 0: never) after
+# a "[rank R] error" line or Open MPI's MPI_ABORT notice it ends a mpirun that is still waiting (exit 1).
+grace=${LA_ABORT_GRACE:-10}
+[[ "$grace" =~ ^[0-9]+$ ]] || { echo "mpirun.sh: LA_ABORT_GRACE must be whole seconds (got '$grace')" >&2; exit 2; }
+flag=""
+if [ $multinode = 1 ] && [ "$grace" -gt 0 ]; then
+  flag=$(mktemp "${TMPDIR:-/tmp}/la-mpirun-abort.XXXXXX")
+  rm -f "$flag"
+  trap 'rm -f "$flag"' EXIT
+  # The filter ignores INT/TERM: it must outlive mpirun's last line (a dead reader would SIGPIPE mpirun).
+  "${cmd[@]}" 2> >(trap '' INT TERM
+                   while IFS= read -r line; do
+                     printf '%s\n' "$line" >&2
+                     case "$line" in *"] error: "*|*"MPI_ABORT was invoked"*) [ -e "$flag" ] || date +%s > "$flag" ;; esac
+                   done) &
+else
+  "${cmd[@]}" &
+fi
 child=$!
 sig=0
 trap 'sig=15; kill -TERM "$child" 2>/dev/null' TERM
 trap 'sig=2; kill -INT "$child" 2>/dev/null' INT
 rc=0
+if [ -n "$flag" ]; then
+  while kill -0 "$child" 2>/dev/null; do
+    if [ -s "$flag" ] && [ $(( $(date +%s) - $(cat "$flag") )) -ge "$grace" ]; then
+      echo "[mpirun.sh] the job failed ${grace} s ago (see the error above) but mpirun is still waiting, most likely" \
+           "for a node it cannot reach: ending mpirun (its ranks there end when they lose contact)" >&2
+      kill -TERM "$child" 2>/dev/null; sleep 2; kill -KILL "$child" 2>/dev/null
+      wait "$child" 2>/dev/null
+      exit 1
+    fi
+    sleep 0.25
+  done
+fi
 while :; do
   wait "$child" && rc=0 || rc=$?
   kill -0 "$child" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting

@@ -13,6 +13,8 @@
 #   --prompts FILE (../shared/datasets/tinystories/prompts.jsonl) --num-prompts N (8) --tokens N (96)
 #   --ks 1,2,4,8  --threads N (CPU threads per process, passed as --threads; default: libtorch's / mpirun.sh's)
 #   --latency-us X (skip the measurement and use X)  --real auto|no (real MPI runs, default auto)
+#   --latency-from STATS.json[,STATS.json...] (skip the measurement: L from these --stats-json files of real
+#                 multi-rank jobs, e.g. across hosts (docs/hosts.md); the smallest per-step value of them)
 #   --out PNG (build/strong-scaling.png; the CSV goes next to it, .csv)  --workdir DIR (kept; default a temp dir)
 #   --reuse (with --workdir: keep the runs and the latency already there, run only what is missing)
 #   --extra "ARGS" (more `lookahead generate` options, e.g. "--window 7 --guesses 7")
@@ -57,6 +59,7 @@ TOKENS=96
 KS=1,2,4,8
 THREADS=""
 LATENCY=""
+LATFROM=""
 REAL=auto
 OUTPNG=$BUILD/strong-scaling.png
 WORK=""
@@ -77,13 +80,14 @@ while [ $# -gt 0 ]; do
     --ks) KS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --latency-us) LATENCY=$2; shift 2 ;;
+    --latency-from) LATFROM=$2; shift 2 ;;
     --real) REAL=$2; shift 2 ;;
     --out) OUTPNG=$2; shift 2 ;;
     --workdir) WORK=$2; shift 2 ;;
     --extra) EXTRA=$2; shift 2 ;;
     --plot) PLOT_CSV=$2; shift 2 ;;
     --reuse) REUSE=1; shift ;;
-    -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (--help)" ;;
   esac
 done
@@ -316,6 +320,23 @@ GEN=(generate --model "$MODEL" --device "$DEVICE" --dtype "$DTYPE" --strategy "$
 log "work dir $WORK; model $MODEL ($DEVICE, $DTYPE), strategy $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, K = $KS"
 
 # ---- collective latency ----
+if [ -n "$LATFROM" ]; then
+  [ -z "$LATENCY" ] || die "give only one of --latency-us and --latency-from"
+  LATENCY=$("$PY" - "$LATFROM" <<'PYEOF'
+import json, sys
+best = None
+for f in sys.argv[1].split(","):
+    try:
+        d = json.load(open(f))["dist"]
+        v = (d["broadcast_s"] + d["forward_rank0_s"] + d["gather_wait_s"] - d["max_forward_s"]) / d["steps"] * 1e6
+    except Exception as e:
+        sys.exit(f"--latency-from {f}: not a --stats-json of a multi-rank job ({e!r})")
+    best = v if best is None else min(best, v)
+print(f"{best:.1f}")
+PYEOF
+) || die "--latency-from: no latency in '$LATFROM'"
+  log "collective latency from $LATFROM: $LATENCY us per step"
+fi
 if [ -z "$LATENCY" ] && [ $REUSE = 1 ] && [ -s "$WORK/latency-us" ]; then LATENCY=$(cat "$WORK/latency-us"); fi
 if [ -z "$LATENCY" ]; then
   LMODEL=$SHARED/models/stories260K

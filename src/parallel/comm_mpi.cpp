@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +20,10 @@ namespace {
 
 constexpr int kGatherTag = 30001;  // point-to-point tags of the caller must stay below 30000
 constexpr int kBcastTag = 30002;
+
+int (*g_stop_query)() = nullptr;  // comm_set_stop_hook
+std::function<void()> g_stop_hook;
+bool g_stop_hook_ran = false;
 
 // Spin (yielding) for a while, then sleep in growing steps: low latency when the answer is close, no burnt core
 // when a rank idles (e.g. workers while rank 0 plans, or everyone while one rank prefills a long prompt).
@@ -78,6 +84,16 @@ class MpiComm final : public Comm {
     int len = 0;
     MPI_Get_processor_name(name, &len);
     host_.assign(name, len);
+    // Every rank's host, once at startup, so that a rank that goes silent (a dead node, a cut link) is named
+    // with its host in rank 0's error: across nodes the rank number alone does not say which machine to look at.
+    std::vector<char> all(static_cast<size_t>(size_) * MPI_MAX_PROCESSOR_NAME, 0);
+    std::memset(name + len, 0, MPI_MAX_PROCESSOR_NAME - len);
+    check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm_),
+          "MPI_Allgather (host names)");
+    for (int r = 0; r < size_; ++r) {
+      const char* h = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+      hosts_.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
+    }
   }
   ~MpiComm() override {
     int fin = 0;
@@ -96,7 +112,7 @@ class MpiComm final : public Comm {
     check_peer(dest, "send to");
     MPI_Request req;
     check(MPI_Isend(v.data(), static_cast<int>(v.size()), MPI_INT32_T, dest, tag, comm_, &req), "MPI_Isend");
-    wait(req, 0, [&] { return detail::cat("sending to rank ", dest); });
+    wait(req, 0, [&] { return detail::cat("sending to rank ", dest, on_host(dest)); });
     stats_.bytes_sent += v.size() * 4;
     ++stats_.messages;
   }
@@ -110,8 +126,9 @@ class MpiComm final : public Comm {
       check(MPI_Iprobe(src, tag, comm_, &flag, &st), "MPI_Iprobe");
       if (flag) break;
       if (timeout_s > 0 && b.elapsed() > timeout_s)
-        fail("no message from rank ", src, " within ", timeout_s,
+        fail("no message from rank ", src, on_host(src), " within ", timeout_s,
              " s (that rank is stuck, or too slow for --rank-timeout)");
+      if (rank_ == 0) stop_while_waiting([&] { return std::to_string(src) + on_host(src); });
       b.pause();
     }
     int count = 0;
@@ -193,12 +210,11 @@ class MpiComm final : public Comm {
         }
         if (missing == 0 || progress) continue;
         if (timeout_s > 0 && b.elapsed() > timeout_s) {
-          std::string who;
-          for (int r = 1; r < size_; ++r)
-            if (!have[r]) who += (who.empty() ? "" : ", ") + std::to_string(r);
+          const std::string who = missing_ranks(have);
           fail("no reply from rank(s) ", who, " within ", timeout_s,
                " s (stuck, or too slow for --rank-timeout)");
         }
+        stop_while_waiting([&] { return missing_ranks(have); });
         b.pause();
       }
     }
@@ -224,6 +240,31 @@ class MpiComm final : public Comm {
  private:
   void check(int rc, const char* what) const {
     if (rc != MPI_SUCCESS) fail(what, " failed: ", mpi_error_string(rc));
+  }
+  std::string missing_ranks(const std::vector<uint8_t>& have) const {
+    std::string who;
+    for (int r = 1; r < size_; ++r)
+      if (!have[r]) who += (who.empty() ? "" : ", ") + std::to_string(r) + on_host(r);
+    return who;
+  }
+  // Rank 0 waiting for ranks when a stop signal arrives: run the stop hook (comm_set_stop_hook: save the
+  // strategy's state) once, right away, and say whom rank 0 waits for. When a launcher loses a node (a killed
+  // host) it sends the survivors SIGTERM and SIGKILL within a fraction of a second, while rank 0 is still blocked
+  // on the lost rank; without this the warm state would be lost. Healthy workers keep serving after a signal,
+  // so the wait goes on and a clean stop is unchanged (the state is saved again at its end).
+  template <class Who>
+  void stop_while_waiting(Who who) const {
+    if (g_stop_hook_ran || !g_stop_query || g_stop_query() == 0) return;
+    g_stop_hook_ran = true;
+    std::fprintf(stderr, "[rank %d] a stop signal came while waiting for rank(s) %s: saving state\n", rank_,
+                 who().c_str());
+    std::fflush(stderr);
+    if (g_stop_hook) g_stop_hook();
+  }
+  // " on host H" for a rank whose host differs from this rank's (on one node the host says nothing new).
+  std::string on_host(int r) const {
+    if (r < 0 || r >= static_cast<int>(hosts_.size()) || hosts_[r] == host_) return "";
+    return " on host " + hosts_[r];
   }
   void check_peer(int r, const char* what) const {
     LA_CHECK(r >= 0 && r < size_ && r != rank_, "cannot ", what, " rank ", r, " (job has ",
@@ -261,11 +302,12 @@ class MpiComm final : public Comm {
         for (int r = 1; r < size_; ++r) {
           int d = 0;
           MPI_Test(&reqs[r - 1], &d, MPI_STATUS_IGNORE);
-          if (!d) who += (who.empty() ? "" : ", ") + std::to_string(r);
+          if (!d) who += (who.empty() ? "" : ", ") + std::to_string(r) + on_host(r);
         }
         fail("rank(s) ", who, " did not take rank 0's message within ", timeout_s,
              " s (stuck, or too slow for --rank-timeout)");
       }
+      stop_while_waiting([&] { return "1.." + std::to_string(size_ - 1); });
       b.pause();
     }
     ++stats_.broadcasts;
@@ -275,6 +317,7 @@ class MpiComm final : public Comm {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
+  std::vector<std::string> hosts_;  // hosts_[r]: rank r's processor name
 };
 
 }  // namespace
@@ -318,6 +361,24 @@ void mpi_abort(int code) {
 }
 
 bool built_with_mpi() { return true; }
+
+void comm_set_stop_hook(int (*query)(), std::function<void()> hook) {
+  // Open MPI's own error paths (e.g. the TCP BTL finding a peer's connection closed: a killed host) abort the
+  // process from inside an MPI call with exit(); the hook still saves the state then. Cleared hooks do nothing.
+  static const bool at_exit = [] {
+    std::atexit([] {
+      if (g_stop_hook && !g_stop_hook_ran) {
+        g_stop_hook_ran = true;
+        g_stop_hook();
+      }
+    });
+    return true;
+  }();
+  (void)at_exit;
+  g_stop_query = query;
+  g_stop_hook = std::move(hook);
+  g_stop_hook_ran = false;
+}
 
 int rank_cuda_device(int local_rank) {
   const int n = comm_cuda_device_count();

@@ -22,6 +22,7 @@ std::unique_ptr<Comm> make_comm(const std::string& kind, const std::string& devi
 }
 
 bool built_with_mpi() { return false; }
+void comm_set_stop_hook(int (*)(), std::function<void()>) {}
 bool mpi_active() { return false; }
 bool mpi_initialized() { return false; }
 void mpi_init() { fail("a multi-rank job needs MPI, but ", kNoMpi); }

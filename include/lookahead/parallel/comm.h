@@ -99,6 +99,10 @@ void mpi_finalize();
 int mpi_world_rank();
 int mpi_world_size();
 [[noreturn]] void mpi_abort(int code);
+// Rank 0's MPI waits ask query() (the pending stop signal, 0: none); the first time one sees a signal it names
+// the ranks it waits for on stderr and calls hook() (save the strategy's state) before waiting on: a launcher
+// that lost a host kills the survivors within a fraction of a second (comm_mpi.cpp). (nullptr, nullptr): off.
+void comm_set_stop_hook(int (*query)(), std::function<void()> hook);
 
 // Internal (comm_nccl.cpp): the NCCL communicator, built over an MPI one. Throws when unavailable.
 std::unique_ptr<Comm> make_nccl_comm(std::unique_ptr<Comm> mpi, int device);
