@@ -14,6 +14,7 @@
 #include "lookahead/model/cpu_gemm.h"
 #include "lookahead/model/llama.h"
 #include "lookahead/model/safetensors.h"
+#include "lookahead/model/selfcheck.h"
 #include "lookahead/model/step_layout.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -50,8 +51,15 @@ class TorchLlama final : public StepModel {
   const ModelConfig& config() const override { return cfg_; }
   int cache_len() const override { return len_; }
   std::string describe() const override {
-    return kernel_note_.empty() ? desc_ : desc_.substr(0, desc_.size() - 1) + ", " + kernel_note_ + "]";
+    std::string note = kernel_note_;
+    if (!selfcheck_note_.empty()) note += (note.empty() ? "" : ", ") + selfcheck_note_;
+    return note.empty() ? desc_ : desc_.substr(0, desc_.size() - 1) + ", " + note + "]";
   }
+  // The self-check's summary, shown in describe() (apply_selfcheck).
+  void set_selfcheck_note(std::string s) { selfcheck_note_ = std::move(s); }
+  // Whether a fast path (CUDA kernels, CPU skinny GEMM) would serve, i.e. whether a self-check has anything to check.
+  bool has_fast_path() const { return static_cast<bool>(cf_) || cpu_gemm_; }
+  bool uses_graphs() const { return dev_.is_cuda() && graphs_; }
 
   // ---- weights -------------------------------------------------------------------------------------------
   void set_weights(std::map<std::string, at::Tensor> w) {
@@ -449,6 +457,7 @@ class TorchLlama final : public StepModel {
   bool kernels_ = false, graphs_ = false;
   bool cpu_gemm_ = false;  // fp32 CPU steps use cpu_gemm_rows where cpu_gemm_pays
   std::string kernel_note_;  // shown in describe(): "kernels, graphs", or why the kernels are off
+  std::string selfcheck_note_;
 #ifdef LOOKAHEAD_WITH_CUDA
   std::shared_ptr<CudaForward> cf_;  // shared_ptr only so that fork()'s copy compiles; fork() resets it
 #else
@@ -468,6 +477,28 @@ at::Device make_device(const LoadOptions& o) {
 #else
   fail("--device cuda: this build has no CUDA support (rebuild with nvcc and a CUDA libtorch)");
 #endif
+}
+
+// --selfcheck: the fast path is checked against the ATen forward on forks sharing the weights; the first path that
+// agrees serves (src/model/selfcheck.cpp). Default: on with --device cuda, off on CPU.
+std::unique_ptr<TorchLlama> apply_selfcheck(std::unique_ptr<TorchLlama> m, const LoadOptions& o) {
+  const SelfCheckMode mode = parse_selfcheck_mode(o.selfcheck.empty() ? (o.device == "cuda" ? "on" : "off")
+                                                                        : o.selfcheck);
+  if (mode == SelfCheckMode::Off || !m->has_fast_path()) return m;
+  std::vector<ServingPath> paths;
+  if (m->uses_graphs()) paths.push_back({true, true});
+  paths.push_back({true, false});
+  SelfCheckOptions so;
+  so.mode = mode;
+  so.dtype = o.dtype;
+  const SelfCheckReport rep = run_selfcheck(
+      [&](const ServingPath& p) {
+        return selfcheck_fault_for_testing(std::unique_ptr<StepModel>(m->fork_with(p.kernels, p.graphs)), p);
+      },
+      paths, so);
+  if (!(rep.serving == paths.front())) m = m->fork_with(rep.serving.kernels, rep.serving.graphs);
+  m->set_selfcheck_note(rep.summary());
+  return m;
 }
 
 }  // namespace
@@ -570,7 +601,7 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   auto m = std::make_unique<TorchLlama>(cfg, dev, dt, desc + " [" + o.dtype + ", " + o.device + "]",
                                         o.kernels == "on", o.cuda_graphs);
   m->set_weights(std::move(w));
-  return m;
+  return apply_selfcheck(std::move(m), o);
 }
 
 void save_hf_directory(StepModel& model, const std::string& dir) {

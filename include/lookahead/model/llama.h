@@ -17,6 +17,8 @@ struct LoadOptions {
   // ("on"), or the ATen forward the CPU runs ("off", the reference). Ignored on CPU.
   std::string kernels = "on";
   bool cuda_graphs = true;     // with kernels: one CUDA graph per step bucket
+  // --selfcheck on|off|strict (lookahead/model/selfcheck.h); "": on with --device cuda, off on CPU.
+  std::string selfcheck = "";
 };
 
 std::unique_ptr<StepModel> load_llama(const LoadOptions& opt);
