@@ -16,6 +16,9 @@
 # itself (libc, libm, libdl, librt, libpthread, the loader), i.e. boost_program_options, sentencepiece and its
 # protobuf, libstdc++/libgcc_s (the GPU machine's may be older), whatever else is linked. The CUDA driver
 # (libcuda.so.1) is never bundled. There: `device-bundle/run.sh lookahead generate ...`, `run.sh test_kernels`.
+# Shared models: shared/ carries the small real models and the story prompts the tests load (stories260K, llama2xs,
+# datasets/tinystories; about 2.5 MiB) and run.sh points LA_SHARED at it, so the real-weight CUDA tests run there
+# instead of skipping (a skip counts as a pass). LA_SHARED set by the caller wins.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=$ROOT/device-bundle
@@ -110,6 +113,13 @@ for b in "${BINS[@]}"; do ldd "$FROM/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {
   esac
   cp -L "$path" "$OUT/lib/$name"
 done
+# The shared models the tests read (tests/model/common.h: LA_SHARED/models/..., LA_SHARED/datasets/tinystories).
+SHARED_SRC=${LOOKAHEAD_SHARED_DIR:-$ROOT/../shared}
+for m in models/stories260K models/llama2xs datasets/tinystories; do
+  [ -d "$SHARED_SRC/$m" ] || { log "missing $SHARED_SRC/$m (the shared models; set LOOKAHEAD_SHARED_DIR)"; exit 1; }
+  mkdir -p "$OUT/shared/$(dirname "$m")"
+  cp -rL "$SHARED_SRC/$m" "$OUT/shared/$m"
+done
 cat >"$OUT/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs a bundled binary with the bundle's libraries and this machine's torch (python3 -c 'import torch').
@@ -123,6 +133,7 @@ case "$V" in 2.11*) ;; *) echo "run.sh: warning: built against torch 2.11, this 
 P="$HERE/lib:$TORCH/lib"
 for d in "$TORCH"/../nvidia/*/lib; do [ -d "$d" ] && P="$P:$(cd "$d" && pwd)"; done
 export LD_LIBRARY_PATH="$P${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LA_SHARED="${LA_SHARED:-$HERE/shared}"  # the bundled models: real-weight tests run instead of skipping
 if [ "${1:-}" = "--env" ]; then echo "export LD_LIBRARY_PATH='$LD_LIBRARY_PATH'"; exit 0; fi
 [ $# -ge 1 ] || { echo "usage: run.sh BINARY [args...]  (binaries: $(ls "$HERE/bin" | tr '\n' ' '))" >&2; exit 2; }
 b=$1; shift

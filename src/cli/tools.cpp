@@ -30,7 +30,10 @@ void add_device_options(po::options_description& d, LoadOptions& lo, std::string
       "selfcheck", po::value(&lo.selfcheck),
       "at load, run random tree steps on the kernel path (and its CUDA graphs) next to the ATen forward on the same "
       "weights; on = serve the first path that agrees (kernels+graphs, kernels, ATen), strict = exit naming a "
-      "mismatch, off = no check (default: on with --device cuda, off on CPU)");
+      "mismatch, off = no check (default: on with --device cuda, off on CPU)")(
+      "max-context", po::value(&lo.max_context)->default_value(0),
+      "at most this many positions per request (prompt + new tokens): caps the KV cache, which grows on demand up "
+      "to it (0: the model's max_position_embeddings)");
 }
 
 void apply_device_options(LoadOptions& lo, const std::string& graphs) {  // bench-forward maps "both" to "on" first

@@ -99,7 +99,9 @@ class TorchLlama final : public StepModel {
         named_.erase(p + n);
     }
     init_rope();
-    alloc_cache(cfg_.max_positions + 256);
+    // The KV cache starts at what short requests need and doubles on demand up to the context (+256 rows of step
+    // slack): a 131k-context model does not reserve its whole context (17 GiB for Llama-3-8B) before the first token.
+    alloc_cache(std::min(cfg_.max_positions, 4096) + 256);
     make_cuda_forward();
     make_cpu_gemm();
   }
@@ -216,12 +218,12 @@ class TorchLlama final : public StepModel {
       LA_CHECK(in.parents[i] >= -1 && in.parents[i] < i, "forward: token ", i, " has invalid parent ", in.parents[i]);
     }
     const int L = len_;
-    if (L + T > cap_) alloc_cache(std::max(L + T, cap_ * 2), /*keep=*/L);
+    if (L + T > cap_) alloc_cache(grown_capacity(L + T), /*keep=*/L);
     c10::InferenceMode ng;
 #ifdef LOOKAHEAD_WITH_CUDA
     if (cf_ && T <= CudaForward::kMaxRows) {
       const int R = step_bucket(T);  // padding rows write K/V past the step too
-      if (L + R > cap_) alloc_cache(std::max(L + R, cap_ * 2), /*keep=*/L);
+      if (L + R > cap_) alloc_cache(grown_capacity(L + R), /*keep=*/L);
       cf_->run(in, L, cap_);
       step_len_ = T;
       if (sp.greedy() && !logits_out) return cf_->argmax_to_host(T);
@@ -399,6 +401,9 @@ class TorchLlama final : public StepModel {
     cos_ = emb.cos().to(dev_);
     sin_ = emb.sin().to(dev_);
   }
+
+  // Doubling, but not past the context (+256 rows of step slack) unless the step itself needs more.
+  int grown_capacity(int need) const { return std::max(need, std::min(cap_ * 2, cfg_.max_positions + 256)); }
 
   void alloc_cache(int cap, int keep = 0) {
     c10::InferenceMode ng;
@@ -598,6 +603,9 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
     }
     desc = o.model;
   }
+  // --max-context: the context (and so the KV cache's largest size) below the model's own limit.
+  LA_CHECK(o.max_context >= 0, "invalid --max-context ", o.max_context, " (expected a token count, 0: the model's)");
+  if (o.max_context > 0) cfg.max_positions = std::min(cfg.max_positions, o.max_context);
   auto m = std::make_unique<TorchLlama>(cfg, dev, dt, desc + " [" + o.dtype + ", " + o.device + "]",
                                         o.kernels == "on", o.cuda_graphs);
   m->set_weights(std::move(w));

@@ -2,7 +2,7 @@
 # --selfcheck end to end on the CPU (where it checks the skinny GEMM against the ATen forward; on a GPU the same
 # chain checks kernels+graphs, kernels, ATen): the load line and --stats-json name the serving path, an injected
 # fault (LOOKAHEAD_SELFCHECK_FAULT) makes the run fall back to the ATen forward with the same ids as --kernels off,
-# strict exits with one error naming the mismatch, a bad value is one clear error.
+# strict exits with one error naming the mismatch, a bad value is one clear error. Also --max-context.
 # labels: cli
 # timeout: 300
 set -u
@@ -34,6 +34,12 @@ export LOOKAHEAD_SELFCHECK_FAULT=kernels=throw
 expect_error "--selfcheck strict: the kernels path of random:tiny-gqa-bias:3" "${args[@]}" --selfcheck strict
 unset LOOKAHEAD_SELFCHECK_FAULT
 expect_error "invalid --selfcheck 'maybe'" "${args[@]}" --selfcheck maybe
+
+# --max-context caps the context (and the KV cache): same output when it suffices, one clear error when not.
+"$BIN" "${args[@]}" --max-context 40 >"$T/mc.txt" 2>/dev/null; rc=$?
+check "--max-context 40: exits 0, same text as without (rc=$rc)" "[ $rc -eq 0 ] && cmp -s '$T/mc.txt' '$T/off.txt'"
+expect_error "exceeds the model's context of 12 positions" "${args[@]}" --max-context 12
+expect_error "invalid --max-context -3" "${args[@]}" --max-context -3
 
 echo "$((n-fails))/$n passed"
 [ $fails -eq 0 ]
