@@ -3,7 +3,7 @@
 # lookahead's CUDA path: the binaries, built HERE for Hopper (sm_90a), and the non-torch shared libraries they
 # load, in one folder (default device-bundle/, git-ignored) with a run.sh that points the loader at the folder
 # and at the GPU machine's own torch. The device tool carries at most 64 MiB per call: the bundle must stay
-# under 60 MiB (checked).
+# under 63 MiB (checked; it was 60 before the shared models came along).
 #
 #   launch/device-bundle.sh                  # configure + build build-sm90a/ (CUDA arch 90a, no MPI), pack, check
 #   launch/device-bundle.sh --from-build DIR # pack the binaries of an existing build dir (no build), then check
@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 log() { echo "[device-bundle] $*" >&2; }
-LIMIT_MIB=60
+LIMIT_MIB=63  # the device tool carries 64 MiB per call; ~2.4 MiB of it are the shared models
 BINS=(lookahead tests/test_kernels tests/test_model bench_kernels)
 
 torch_dir() {

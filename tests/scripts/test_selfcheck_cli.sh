@@ -38,7 +38,7 @@ expect_error "invalid --selfcheck 'maybe'" "${args[@]}" --selfcheck maybe
 # --max-context caps the context (and the KV cache): same output when it suffices, one clear error when not.
 "$BIN" "${args[@]}" --max-context 40 >"$T/mc.txt" 2>/dev/null; rc=$?
 check "--max-context 40: exits 0, same text as without (rc=$rc)" "[ $rc -eq 0 ] && cmp -s '$T/mc.txt' '$T/off.txt'"
-expect_error "exceeds the model's context of 12 positions" "${args[@]}" --max-context 12
+expect_error "exceeds the model's context of 12 positions" "${args[@]}" --max-context 12 -q
 expect_error "invalid --max-context -3" "${args[@]}" --max-context -3
 
 echo "$((n-fails))/$n passed"

@@ -71,9 +71,11 @@ void (*g_body)(void*) = nullptr;
 void* g_ctx = nullptr;
 std::vector<unsigned char> g_smem;
 std::vector<uint64_t> g_xchg;  // per warp: 32 words
-char g_block_token, g_launch_token, g_end_token;  // synchronisation addresses for the race detector
 std::vector<char> g_warp_tokens;
+#if LA_TSAN
+char g_block_token, g_launch_token, g_end_token;  // synchronisation addresses for the race detector
 void* g_sched_tsan = nullptr;
+#endif
 
 // A macro, not a function: an instrumented function's exit hook would run on the scheduler's TSan fiber.
 #if LA_TSAN
