@@ -489,7 +489,9 @@ at::Device make_device(const LoadOptions& o) {
 std::unique_ptr<TorchLlama> apply_selfcheck(std::unique_ptr<TorchLlama> m, const LoadOptions& o) {
   const SelfCheckMode mode = parse_selfcheck_mode(o.selfcheck.empty() ? (o.device == "cuda" ? "on" : "off")
                                                                         : o.selfcheck);
-  if (mode == SelfCheckMode::Off || !m->has_fast_path()) return m;
+  // By default only a model with a fast path is checked; an explicit --selfcheck always runs (on a CPU build
+  // without one the candidate is the ATen forward itself: a check of the machinery).
+  if (mode == SelfCheckMode::Off || o.kernels == "off" || (o.selfcheck.empty() && !m->has_fast_path())) return m;
   std::vector<ServingPath> paths;
   if (m->uses_graphs()) paths.push_back({true, true});
   paths.push_back({true, false});

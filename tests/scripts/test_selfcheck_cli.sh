@@ -17,7 +17,7 @@ serving() { python3 -c "import json; print(json.load(open('$1'))['selfcheck'][0]
 
 "$BIN" "${args[@]}" --selfcheck on --stats-json "$T/on.json" >"$T/on.txt" 2>"$T/on.err"; rc=$?
 check "selfcheck on: exits 0 (rc=$rc)" "[ $rc -eq 0 ]"
-check "load line: $(grep -o 'selfcheck[^]]*' "$T/on.err" | head -1)" "grep -q 'skinny gemm, selfcheck passed' '$T/on.err'"
+check "load line: $(grep -o 'selfcheck[^]]*' "$T/on.err" | head -1)" "grep -q 'selfcheck passed (9 steps)' '$T/on.err'"
 check "stats: serving $(serving "$T/on.json")" "[ \"$(serving "$T/on.json")\" = kernels ]"
 
 LOOKAHEAD_SELFCHECK_FAULT=kernels=corrupt "$BIN" "${args[@]}" --selfcheck on --stats-json "$T/f.json" \
