@@ -8,6 +8,13 @@
 
 #include "lookahead_kernels.h"
 
+// Kernel launches and the dynamic shared memory go through these two macros so that the same source also compiles
+// as host C++ under the SIMT emulation (tests/simt/simt.h defines them there).
+#ifndef LA_SIMT
+#define LA_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#define LA_DYNAMIC_SMEM(T, name, align) extern __shared__ __align__(align) T name[]
+#endif
+
 namespace la::kern::detail {
 
 __device__ __forceinline__ float to_f(float x) { return x; }
@@ -38,6 +45,7 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+#ifndef LA_SIMT
 // 16-byte async global->shared copy; src_bytes = 0 fills the destination with zeros (src is not read).
 __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, int src_bytes) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
@@ -46,6 +54,15 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src,
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+#else
+// The SIMT emulation (tests/simt/simt.h): copies that land at wait_group, destinations poisoned until then.
+inline void cp_async16(void* smem_dst, const void* gmem_src, int src_bytes) {
+  ::la_simt::cp_async16(smem_dst, gmem_src, src_bytes);
+}
+inline void cp_async_commit() { ::la_simt::cp_async_commit(); }
+template <int N>
+inline void cp_async_wait() { ::la_simt::cp_async_wait(N); }
+#endif
 
 // N consecutive elements loaded/stored as one aligned vector.
 template <class E, int N>

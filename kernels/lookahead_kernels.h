@@ -21,6 +21,8 @@
 #include <functional>
 #include <vector>
 
+#include "lookahead/model/step_layout.h"
+
 namespace la::kern {
 
 enum class DType : int { F32 = 0, F16 = 1, BF16 = 2 };
@@ -154,7 +156,7 @@ cudaError_t launch_greedy_accept(int T, const int32_t* parents, const int32_t* t
 // (src/model/torch_cuda_forward.cpp); StepGraphs serves raw-launcher code (tests/kernels/test_graph.cpp).
 class StepGraphs {
  public:
-  explicit StepGraphs(std::vector<int> buckets = {1, 16, 32, 64, 128, 256});
+  explicit StepGraphs(std::vector<int> buckets = la::step_buckets());  // the CUDA forward's buckets
   ~StepGraphs();
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;

@@ -1,5 +1,6 @@
 // Step attention: argument checks, split choice, ancestor bits and the split combine kernel.
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -35,19 +36,22 @@ cudaError_t ensure_smem_limit(const void* kernel, int bytes) {
 
 namespace {
 
-int sm_count() {
+// Per-device attributes, read once per device.
+int device_attr(cudaDeviceAttr attr, int fallback) {
   static std::mutex mu;
-  static int cached[64] = {};
+  static std::map<std::pair<int, int>, int> cached;
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  if (cudaGetDevice(&dev) != cudaSuccess) return fallback;
   std::lock_guard<std::mutex> lk(mu);
-  if (cached[dev] == 0) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
-    cached[dev] = n;
-  }
-  return cached[dev];
+  auto it = cached.find({dev, int(attr)});
+  if (it != cached.end()) return it->second;
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, attr, dev) != cudaSuccess || n <= 0) n = fallback;
+  cached[{dev, int(attr)}] = n;
+  return n;
 }
+
+int sm_count() { return device_attr(cudaDevAttrMultiProcessorCount, 132); }
 
 __global__ void ancestor_bits_kernel(const int32_t* __restrict__ parents, int T, int words, uint32_t* __restrict__ bits) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -108,46 +112,38 @@ bool row_ok(const void* p, int64_t st_t, int64_t st_h, size_t esize) {
 }
 
 }  // namespace
+
+// 48 KiB (the limit without opt-in) if the attribute cannot be read.
+size_t smem_optin() { return size_t(device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 * 1024)); }
+
 }  // namespace detail
 
 cudaError_t launch_ancestor_bits(const int32_t* parents, int T, uint32_t* bits, cudaStream_t stream) {
   if (T < 0 || (T > 0 && (!parents || !bits))) return cudaErrorInvalidValue;
   if (T == 0) return cudaSuccess;
   const int threads = 128;
-  detail::ancestor_bits_kernel<<<(T + threads - 1) / threads, threads, 0, stream>>>(parents, T, ancestor_words(T), bits);
+  LA_LAUNCH((T + threads - 1) / threads, threads, 0, stream, detail::ancestor_bits_kernel)(parents, T,
+                                                                                          ancestor_words(T), bits);
   return cudaGetLastError();
 }
 
 size_t step_attention_workspace_bytes(int T, int Hq, int D, int splits) {
-  if (T <= 0 || Hq <= 0 || D <= 0 || splits <= 1) return 0;
-  const size_t rows = size_t(T) * Hq * splits;
-  return detail::al256(rows * D * sizeof(float)) + detail::al256(rows * sizeof(float));
+  return attn_workspace_bytes(T, Hq, D, splits);
 }
 
 int step_attention_splits(const StepAttentionArgs& a) {
-  if (a.T <= 0 || a.Hq <= 0 || a.Hkv <= 0 || a.D <= 0 || a.Hq % a.Hkv) return 1;
-  const int G = a.Hq / a.Hkv;
-  const int rows = a.T * G;
-  const int BM = rows <= 16 ? 16 : 64;
-  const int BN = a.dtype == DType::F32 ? 32 : 64;
-  const int max_len = a.cache_len_dev ? std::max(a.max_cache_len, 0) : a.cache_len;
-  const int ntiles = (max_len + a.T + BN - 1) / BN;
-  int s;
-  if (a.num_splits > 0) {
-    s = std::min(a.num_splits, ntiles);
-  } else {
-    const int base = ((rows + BM - 1) / BM) * a.Hkv;
-    const int per_sm = BM == 16 ? 4 : 2;  // resident CTAs per SM (shared memory bound)
-    const int target = detail::sm_count() * per_sm;
-    s = std::min((target + base - 1) / base, ntiles / 2);  // auto: at least 2 tiles per split
-  }
-  s = std::clamp(s, 1, 64);
-  while (s > 1 && step_attention_workspace_bytes(a.T, a.Hq, a.D, s) > a.workspace_bytes) --s;
-  if (s > 1) {  // even out: no split without work at the maximum length
-    const int tps = (ntiles + s - 1) / s;
-    s = (ntiles + tps - 1) / tps;
-  }
-  return s;
+  AttnSplitInput in;
+  in.T = a.T;
+  in.Hq = a.Hq;
+  in.Hkv = a.Hkv;
+  in.D = a.D;
+  in.es = int(dtype_size(a.dtype));
+  in.max_len = a.cache_len_dev ? a.max_cache_len : a.cache_len;
+  in.num_splits = a.num_splits;
+  in.workspace_bytes = a.workspace_bytes;
+  in.sm_count = detail::sm_count();
+  in.smem_optin = detail::smem_optin();
+  return attn_splits(in);
 }
 
 cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t stream) {
@@ -214,8 +210,8 @@ cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t strea
   const dim3 grid((nrows + warps - 1) / warps);
   return dispatch_dtype(a.dtype, [&](auto tag) {
     using E = decltype(tag);
-    combine_kernel<E><<<grid, 32 * warps, 0, stream>>>(p.part_o, p.part_lse, p.splits, a.T, a.Hq, a.D,
-                                                        static_cast<E*>(a.out), a.o_stride_t, a.o_stride_h);
+    LA_LAUNCH(grid, 32 * warps, 0, stream, combine_kernel<E>)(p.part_o, p.part_lse, p.splits, a.T, a.Hq, a.D,
+                                                              static_cast<E*>(a.out), a.o_stride_t, a.o_stride_h);
     return cudaGetLastError();
   });
 }

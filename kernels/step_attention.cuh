@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "step_attention_plan.h"
 
 namespace la::kern::detail {
 
@@ -34,28 +35,10 @@ struct AttnParams {
   float scale_log2;  // softmax scale * log2(e)
 };
 
+// The shared-memory layout (and its static_asserts) lives in the host-only step_attention_plan.h.
 template <class E, int DP, int BM>
-struct AttnCfg {
-  static constexpr bool kMma = !std::is_same_v<E, float>;
-  static constexpr int kWarps = 4;
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int BN = kMma ? 64 : 32;       // keys per tile
-  static constexpr int kVec = 16 / sizeof(E);     // elements per 16-byte chunk
-  static constexpr int LDE = DP + kVec;           // Q/K/V row pitch (elements): +16 bytes against bank conflicts
-  static constexpr int LDS = BN + 4;              // scores (fp32)
-  static constexpr int LDP = BN + kVec;           // probabilities (E)
-  static constexpr int LDO = DP + 4;              // output accumulator (fp32)
-  static constexpr size_t al(size_t x) { return (x + 127) / 128 * 128; }
-  static constexpr size_t offQ = 0;
-  static constexpr size_t offK = al(offQ + size_t(BM) * LDE * sizeof(E));
-  static constexpr size_t offV = al(offK + size_t(BN) * LDE * sizeof(E));
-  static constexpr size_t offS = al(offV + size_t(BN) * LDE * sizeof(E));
-  static constexpr size_t offP = al(offS + size_t(BM) * LDS * sizeof(float));
-  static constexpr size_t offO = al(offP + size_t(BM) * LDP * sizeof(E));
-  static constexpr size_t offM = al(offO + size_t(BM) * LDO * sizeof(float));
-  static constexpr size_t offL = offM + size_t(BM) * sizeof(float);
-  static constexpr size_t bytes = al(offL + size_t(BM) * sizeof(float));
-  static_assert(DP % 16 == 0 && BM % 16 == 0, "tile shapes");
+struct AttnCfg : AttnLayout<int(sizeof(E)), DP, BM> {
+  static_assert(std::is_same_v<E, float> == (sizeof(E) == 4), "fp32 runs scalar FMAs, 16-bit types WMMA");
 };
 
 // Issues the cp.async copies of key/value tile `tile` (rows beyond the key range are zero-filled).
@@ -84,7 +67,7 @@ template <class E, int DP, int BM>
 __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p) {
   using C = AttnCfg<E, DP, BM>;
   constexpr int BN = C::BN;
-  extern __shared__ __align__(128) unsigned char smem[];
+  LA_DYNAMIC_SMEM(unsigned char, smem, 128);
   E* sQ = reinterpret_cast<E*>(smem + C::offQ);
   E* sK = reinterpret_cast<E*>(smem + C::offK);
   E* sV = reinterpret_cast<E*>(smem + C::offV);
@@ -291,20 +274,27 @@ cudaError_t launch_attention_cfg(const AttnParams& p, cudaStream_t stream) {
   }
   const int rows = p.T * p.G;
   dim3 grid((rows + BM - 1) / BM, p.Hkv, p.splits);
-  step_attention_kernel<E, DP, BM><<<grid, C::kThreads, C::bytes, stream>>>(p);
+  LA_LAUNCH(grid, C::kThreads, C::bytes, stream, step_attention_kernel<E, DP, BM>)(p);
   return cudaGetLastError();
 }
 
-// Picks the padded head dim and the row tile.
+// The device's opt-in dynamic shared memory per block (cached per device; step_attention.cu).
+size_t smem_optin();
+
+// Picks the padded head dim and the row tile (attn_row_tile: 64 rows only where the device's opt-in shared memory
+// holds them, so sm_86/89 parts run the 16-row configuration).
 template <class E>
 cudaError_t launch_attention_typed(const AttnParams& p, cudaStream_t stream) {
-  const bool small = p.T * p.G <= 16;
+  const bool small = attn_row_tile(p.T * p.G, int(sizeof(E)), p.D, smem_optin()) == 16;
 #define LA_ATTN_CASE(DPV)                                                                      \
   return small ? launch_attention_cfg<E, DPV, 16>(p, stream) : launch_attention_cfg<E, DPV, 64>(p, stream)
-  if (p.D <= 16) LA_ATTN_CASE(16);
-  if (p.D <= 64) LA_ATTN_CASE(64);
-  if (p.D <= 80) LA_ATTN_CASE(80);
-  if (p.D <= 128) LA_ATTN_CASE(128);
+  switch (attn_padded_dim(p.D)) {
+    case 16: LA_ATTN_CASE(16);
+    case 64: LA_ATTN_CASE(64);
+    case 80: LA_ATTN_CASE(80);
+    case 128: LA_ATTN_CASE(128);
+    default: break;
+  }
 #undef LA_ATTN_CASE
   return cudaErrorInvalidValue;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The build-from-source fallback of launch/device-bundle.sh (prefer the bundle: it needs no build there).
 # Builds lookahead with CUDA on the GPU machine, runs the CUDA kernel tests (ctest label "kernels") and the
-# CUDA forward tests, then the GPU benchmarks (launch/bench-gpu.sh). Logs go to $OUT (the device runner's output folder) or to build/device-out.
+# CUDA forward tests, then the GPU benchmarks (launch/gpu-bench.sh k b). Logs go to $OUT (the device runner's output folder) or to build/device-out.
 #
 #   launch/device-test.sh [all|build|test|bench]...   # default: all (= build test bench)
 #
@@ -209,7 +209,7 @@ fi
 
 if want bench; then
   log "GPU benchmarks (log: $LOGS/bench.log)"
-  OUT=$LOGS bash "$ROOT/launch/bench-gpu.sh" "$BUILD" >"$LOGS/bench.log" 2>&1
+  OUT=$LOGS LOOKAHEAD_BUILD=$BUILD LA_BUNDLE=/nonexistent bash "$ROOT/launch/gpu-bench.sh" k b >"$LOGS/bench.log" 2>&1
   rc=$?
   cat "$LOGS/bench.log"
   record bench $rc

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the GPU session measures, in one device call of at most 9 minutes (each part also alone):
 #
-#   launch/gpu-bench.sh [a] [b] [c] [d] [e]      # default: all parts, in this order
+#   launch/gpu-bench.sh [a] [b] [c] [d] [e] [k]  # default: a b c d e, in this order (k only when named)
 #     a  kernel tests (test_kernels, then the CudaForward model tests), compute-sanitizer memcheck + racecheck on
 #        a short subset
 #     b  bench-forward --device cuda --dtype bf16 --kernels both at T = 1..256, contexts 256 and 1024, for
@@ -13,11 +13,14 @@
 #        prompt-lookup, on the same prompt ids (with repeated n-grams)
 #     e  fp32 lossless on the GPU: every strategy's ids equal plain decoding's, and plain decoding's equal the CPU
 #        run, on the shared models and random:tinyllama-1.1b
+#     k  kernel level: bench_kernels times one layer's step attention (la::kern, tree mask) against an ATen
+#        reference (cat + SDPA with a boolean mask) with CUDA events, fp16 and bf16, at T = 1..256 and contexts 256
+#        and 1024 (and 4096 for llama-2-7b), for the tinyllama-1.1b and llama-2-7b shapes
 #
 # Binaries: the bundle (launch/device-bundle.sh; its run.sh sets the library path), else a build dir.
 #   LA_BUNDLE (default device-bundle/)  or  LOOKAHEAD_BUILD (a build dir with lookahead, tests/, bench_kernels)
 # Each part prints a table and writes it (and its logs) under $OUT when set (the device tool's output folder).
-# Part time limits (seconds): LA_T_A=150 LA_T_B=240 LA_T_D=150 LA_T_E=120.
+# Part time limits (seconds): LA_T_A=150 LA_T_B=240 LA_T_D=150 LA_T_E=120 LA_T_K=240.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUNDLE=${LA_BUNDLE:-$ROOT/device-bundle}
@@ -161,6 +164,24 @@ if want e; then
     echo "failures: $fails"
   } 2>&1 | table e_lossless
   grep -q "^failures: 0" "$LOGS/e_lossless.txt" && record "e lossless" ok || record "e lossless" FAILED
+fi
+
+# ----------------------------------------------------------------------------------------------------- k
+if want k; then
+  log "part k: kernel-level step attention vs ATen"
+  if [ -x "$BK" ]; then
+    for spec in "f16:256,1024:tinyllama-1.1b,llama-2-7b:" "bf16:256,1024:tinyllama-1.1b,llama-2-7b:" \
+                "f16:4096:llama-2-7b:--iters 20"; do
+      IFS=: read -r dt ctx models extra <<<"$spec"
+      # shellcheck disable=SC2086
+      timeout "${LA_T_K:-240}" "$BK" --contexts "$ctx" --dtype "$dt" --models "$models" $extra 2>&1 \
+        | table "k_bench_kernels_${dt}_${ctx//,/_}"
+      rc=${PIPESTATUS[0]}
+      record "k bench_kernels $dt $ctx" "$([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc")"
+    done
+  else
+    record "k bench_kernels" "FAILED: $BK missing (a CUDA build builds it)"
+  fi
 fi
 
 log "summary:"

@@ -95,6 +95,13 @@ if [ -n "$PY" ] && { [ $MODEL = 1 ] || [ $TEST_DEPS = 1 ]; }; then
   fi
 fi
 
+# cuobjdump for the cuda-static test (tests/scripts/test_cuda_static.sh): this toolkit ships without it.
+CUOBJDUMP_PIN=nvidia-cuda-cuobjdump==13.5.37
+if [ -n "$PY" ] && [ $TEST_DEPS = 1 ] && ! pins_ok "$CUOBJDUMP_PIN"; then
+  log "installing $CUOBJDUMP_PIN for $PY"
+  "$PY" -m pip install -q --disable-pip-version-check "$CUOBJDUMP_PIN"
+fi
+
 # build
 if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -q "LOOKAHEAD_TORCH_DIR:PATH=$TORCH_DIR\$" "$BUILD/CMakeCache.txt"; then
   log "configuring $BUILD"

@@ -9,9 +9,11 @@
 
 #ifdef LOOKAHEAD_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,7 @@ class CudaForward {
   at::Tensor hstep_, hout_, hcommit_;  // pinned host buffers
   std::map<int, std::unique_ptr<at::cuda::CUDAGraph>> graphs_by_rows_;
   std::map<int, int> seen_;
+  std::optional<c10::cuda::CUDAStream> capture_stream_;  // every capture runs on it
   bool have_pool_ = false;
   c10::MempoolId_t pool_{0, 0};
   Counters counters_;

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cuda_support.h"
 #include "lookahead/util/error.h"
 #include "lookahead_kernels.h"
 
@@ -52,13 +53,7 @@ void* at_elem(const at::Tensor& t, int64_t elems) { return static_cast<char*>(t.
 }  // namespace
 
 std::string CudaForward::unsupported_reason(const ModelConfig& c, at::ScalarType dt) {
-  const int64_t es = dt == at::kFloat ? 4 : 2;
-  const int64_t D = c.head_dim, Q = int64_t(c.heads) * D, KV = int64_t(c.kv_heads) * D;
-  if (D > 128 || (D * es) % 16) return detail::cat("head dim ", D, " (the step attention kernel needs a multiple of ",
-                                                   16 / es, " up to 128)");
-  if ((Q * es) % 16 || (KV * es) % 16) return "q/k/v widths are not 16-byte multiples";
-  if (c.heads % c.kv_heads) return "heads not a multiple of kv heads";
-  return "";
+  return cuda_kernels_unsupported_reason(c, dt == at::kFloat ? 4 : 2);
 }
 
 CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs)
@@ -103,6 +98,10 @@ CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs)
   hout_ = at::zeros({R}, pinned);
   hcommit_ = at::zeros({R}, pinned);
   rebuild_cache_table();
+  // One capture stream for the model's life, made (and its lazy driver state touched) now rather than at the first
+  // capture: every bucket's graph is captured on the same stream.
+  capture_stream_.emplace(c10::cuda::getStreamFromPool(false, dev_.index()));
+  ck(cudaStreamSynchronize(capture_stream_->stream()), "capture stream");
 }
 
 void CudaForward::rebuild_cache_table() {
@@ -238,8 +237,7 @@ void CudaForward::run(const StepInput& in, int L, int cache_rows) {
     auto g = std::make_unique<at::cuda::CUDAGraph>();
     ck(cudaStreamSynchronize(s), "synchronise before capture");
     {
-      const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, dev_.index());
-      c10::cuda::CUDAStreamGuard sg(side);  // c10's current stream is the capturing one inside this scope
+      c10::cuda::CUDAStreamGuard sg(*capture_stream_);  // c10's current stream is the capturing one in here
       g->capture_begin(have_pool_ ? pool_ : c10::MempoolId_t{0, 0});
       try {
         enqueue(R, lay);

@@ -12,6 +12,7 @@
 #include "lookahead/cpu/cpu_forward.h"
 #include "lookahead/cpu/thread_pool.h"
 #include "lookahead/model/llama.h"
+#include "lookahead/model/selfcheck.h"
 #include "lookahead/model/step_layout.h"
 #include "lookahead/util/error.h"
 #include "torch_reference.h"
@@ -67,7 +68,9 @@ class TorchLlama final : public StepModel {
       : w_(std::move(w)), desc_(std::move(desc)), kernels_(kernels), graphs_(graphs), pool_(std::move(pool)) {
     rope_ = make_rope_tables(w_->cfg, w_->device);
     make_cpu_forward();
-    alloc_cache(w_->cfg.max_positions + 256);
+    // The KV cache starts at what short requests need and doubles on demand up to the context (+256 rows of step
+    // slack): a 131k-context model does not reserve its whole context (17 GiB for Llama-3-8B) before the first token.
+    alloc_cache(std::min(w_->cfg.max_positions, 4096) + 256);
     make_cuda_forward();
   }
 
@@ -75,8 +78,20 @@ class TorchLlama final : public StepModel {
   const TorchWeights& weights() const { return *w_; }
   int cache_len() const override { return len_; }
   std::string describe() const override {
-    return kernel_note_.empty() ? desc_ : desc_.substr(0, desc_.size() - 1) + ", " + kernel_note_ + "]";
+    std::string note = kernel_note_;
+    if (!selfcheck_note_.empty()) note += (note.empty() ? "" : ", ") + selfcheck_note_;
+    return note.empty() ? desc_ : desc_.substr(0, desc_.size() - 1) + ", " + note + "]";
   }
+  // The self-check's summary, shown in describe() (apply_selfcheck).
+  void set_selfcheck_note(std::string s) { selfcheck_note_ = std::move(s); }
+  // Whether a kernel forward (CUDA or CPU) serves, i.e. whether a self-check has anything to check.
+  bool has_fast_path() const {
+#ifdef LOOKAHEAD_WITH_CUDA
+    if (cf_) return true;
+#endif
+    return static_cast<bool>(cpu_);
+  }
+  bool uses_graphs() const { return w_->device.is_cuda() && graphs_; }
   uint64_t checksum() const override { return weights_checksum(*w_); }
 
   // A replica sharing the weights (and rope tables) with an empty cache of its own.
@@ -90,13 +105,13 @@ class TorchLlama final : public StepModel {
     check_step(in, w_->cfg);
     const int T = static_cast<int>(in.tokens.size());
     const int L = len_;
-    if (L + T > cache_.capacity()) alloc_cache(std::max(L + T, cache_.capacity() * 2), /*keep=*/L);
+    if (L + T > cache_.capacity()) alloc_cache(grown_capacity(L + T), /*keep=*/L);
     c10::InferenceMode ng;
     step_len_ = T;
 #ifdef LOOKAHEAD_WITH_CUDA
     if (cf_ && T <= CudaForward::kMaxRows) {
       const int R = step_bucket(T);  // padding rows write K/V past the step too
-      if (L + R > cache_.capacity()) alloc_cache(std::max(L + R, cache_.capacity() * 2), /*keep=*/L);
+      if (L + R > cache_.capacity()) alloc_cache(grown_capacity(L + R), /*keep=*/L);
       cf_->run(in, L, cache_.capacity());
       if (sp.greedy() && !logits_out) return cf_->argmax_to_host(T);
       at::Tensor logits = cf_->logits(T).to(at::kFloat);
@@ -211,6 +226,11 @@ class TorchLlama final : public StepModel {
 #endif
   }
 
+  // Doubling, but not past the context (+256 rows of step slack) unless the step itself needs more.
+  int grown_capacity(int need) const {
+    return std::max(need, std::min(cache_.capacity() * 2, w_->cfg.max_positions + 256));
+  }
+
   void alloc_cache(int cap, int keep = 0) {
     c10::InferenceMode ng;
     cache_ = make_kv_cache(*w_, cap, &cache_, keep);
@@ -235,6 +255,7 @@ class TorchLlama final : public StepModel {
   KvCache cache_;
   int len_ = 0, step_len_ = 0;
   std::string kernel_note_;  // shown in describe(): which kernels serve, or why none do
+  std::string selfcheck_note_;
   std::unique_ptr<CpuForward> cpu_;
 #ifdef LOOKAHEAD_WITH_CUDA
   std::unique_ptr<CudaForward> cf_;
@@ -253,6 +274,30 @@ at::Device make_device(const LoadOptions& o) {
 #else
   fail("--device cuda: this build has no CUDA support (rebuild with nvcc and a CUDA libtorch)");
 #endif
+}
+
+// --selfcheck: the fast path is checked against the ATen forward on forks sharing the weights; the first path that
+// agrees serves (src/model/selfcheck.cpp). Default: on with --device cuda, off on CPU.
+std::unique_ptr<TorchLlama> apply_selfcheck(std::unique_ptr<TorchLlama> m, const LoadOptions& o) {
+  const SelfCheckMode mode = parse_selfcheck_mode(o.selfcheck.empty() ? (o.device == "cuda" ? "on" : "off")
+                                                                        : o.selfcheck);
+  // By default only a model with a fast path is checked; an explicit --selfcheck always runs (with --kernels off
+  // the candidate is the ATen forward itself: a check of the machinery).
+  if (mode == SelfCheckMode::Off || o.kernels == "off" || (o.selfcheck.empty() && !m->has_fast_path())) return m;
+  std::vector<ServingPath> paths;
+  if (m->uses_graphs()) paths.push_back({true, true});
+  paths.push_back({true, false});
+  SelfCheckOptions so;
+  so.mode = mode;
+  so.dtype = o.dtype;
+  const SelfCheckReport rep = run_selfcheck(
+      [&](const ServingPath& p) {
+        return selfcheck_fault_for_testing(std::unique_ptr<StepModel>(m->fork_with(p.kernels, p.graphs)), p);
+      },
+      paths, so);
+  if (!(rep.serving == paths.front())) m = m->fork_with(rep.serving.kernels, rep.serving.graphs);
+  m->set_selfcheck_note(rep.summary());
+  return m;
 }
 
 }  // namespace
@@ -285,8 +330,9 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   const at::Device dev = make_device(o);
   auto w = load_weights(o, dev, dt);
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : ThreadPool::default_threads());
-  return std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + ", " + o.device + "]", o.kernels == "on",
-                                      o.cuda_graphs, std::move(pool));
+  auto m = std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + ", " + o.device + "]", o.kernels == "on",
+                                        o.cuda_graphs, std::move(pool));
+  return apply_selfcheck(std::move(m), o);
 }
 
 void save_hf_directory(StepModel& model, const std::string& dir) {

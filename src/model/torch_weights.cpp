@@ -150,6 +150,9 @@ std::shared_ptr<const TorchWeights> load_weights(const LoadOptions& o, at::Devic
     W->cfg = load_model_config(o.model);
     w = checkpoint_tensors(o.model, W->cfg);
   }
+  // --max-context: the context (and so the KV cache's largest size) below the model's own limit.
+  LA_CHECK(o.max_context >= 0, "invalid --max-context ", o.max_context, " (expected a token count, 0: the model's)");
+  if (o.max_context > 0) W->cfg.max_positions = std::min(W->cfg.max_positions, o.max_context);
   for (auto& [n, t] : w) W->unfused[n] = t.to(dev, dt);
   fuse(*W);
   return W;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -66,7 +67,15 @@ class NcclComm final : public Comm {
     LA_CHECK(bytes.size() == sizeof id, "bad NCCL unique id from rank 0");
     std::memcpy(&id, bytes.data(), sizeof id);
     LA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    LA_NCCL_CHECK(ncclCommInitRank(&nccl_, size(), id, rank()));
+    // Non-blocking initialisation, polled with a deadline: a peer that never joins (crashed before init, wrong
+    // network interface) would otherwise hang ncclCommInitRank forever, with no word of which rank waits.
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    const ncclResult_t r = ncclCommInitRankConfig(&nccl_, size(), id, rank(), &cfg);
+    if (r != ncclSuccess && r != ncclInProgress)
+      fail("rank ", rank(), " of ", size(), " (", host(), ", GPU ", device_, "): NCCL initialisation failed: ",
+           ncclGetErrorString(r));
+    wait_ready("NCCL initialisation", init_timeout_s());
     grow(kChunk);
   }
   ~NcclComm() override {
@@ -150,11 +159,42 @@ class NcclComm final : public Comm {
     LA_CUDA_CHECK(cudaMallocHost(&host_, sizeof(int32_t) * count));
     cap_ = count;
   }
+  // LOOKAHEAD_NCCL_INIT_TIMEOUT (seconds, default 300): how long ranks wait for each other in ncclCommInitRank.
+  static double init_timeout_s() {
+    const char* e = std::getenv("LOOKAHEAD_NCCL_INIT_TIMEOUT");
+    const double v = e && *e ? std::atof(e) : 0.0;
+    return v > 0 ? v : 300.0;
+  }
+  // Polls a non-blocking communicator until its pending operation (initialisation, an enqueue) is done; on an error
+  // or past the deadline the communicator is aborted and the error names this rank.
+  void wait_ready(const char* what, double timeout_s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      ncclResult_t st = ncclInProgress;
+      const ncclResult_t q = ncclCommGetAsyncError(nccl_, &st);
+      if (q == ncclSuccess && st == ncclSuccess) return;
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const bool failed = q != ncclSuccess || st != ncclInProgress;
+      if (failed || (timeout_s > 0 && el > timeout_s)) {
+        ncclCommAbort(nccl_);
+        nccl_ = nullptr;
+        if (failed)
+          fail("rank ", rank(), " of ", size(), " (", host(), ", GPU ", device_, "): ", what, " failed: ",
+               ncclGetErrorString(q != ncclSuccess ? q : st));
+        fail("rank ", rank(), " of ", size(), " (", host(), ", GPU ", device_, "): ", what, " did not complete within ",
+             timeout_s, " s (a peer rank did not join; LOOKAHEAD_NCCL_INIT_TIMEOUT sets the limit)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(el < 1 ? 1 : 10));
+    }
+  }
   // host_[0, count) on rank 0 -> host_[0, count) everywhere, through the device buffer, polling for completion.
   void round(int count, double timeout_s) {
     const size_t bytes = sizeof(int32_t) * count;
     if (rank() == 0) LA_CUDA_CHECK(cudaMemcpyAsync(dev_, host_, bytes, cudaMemcpyHostToDevice, stream_));
-    LA_NCCL_CHECK(ncclBroadcast(dev_, dev_, count, ncclInt32, 0, nccl_, stream_));
+    // A non-blocking communicator may return ncclInProgress: the broadcast is enqueued once that state clears.
+    const ncclResult_t r = ncclBroadcast(dev_, dev_, count, ncclInt32, 0, nccl_, stream_);
+    if (r != ncclSuccess && r != ncclInProgress) fail("NCCL broadcast failed: ", ncclGetErrorString(r));
+    if (r == ncclInProgress) wait_ready("NCCL broadcast enqueue", timeout_s);
     if (rank() != 0) LA_CUDA_CHECK(cudaMemcpyAsync(host_, dev_, bytes, cudaMemcpyDeviceToHost, stream_));
     const auto t0 = std::chrono::steady_clock::now();
     int sleep_us = 20;

@@ -17,12 +17,15 @@ T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fails=0; n=0
 check() { n=$((n+1)); if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails+1)); fi; }
 
-bash "$SRC/launch/device-bundle.sh" --from-build "$BUILD" --out "$T/b" >"$T/log" 2>&1; rc=$?
+LOOKAHEAD_SHARED_DIR=$SHARED bash "$SRC/launch/device-bundle.sh" --from-build "$BUILD" --out "$T/b" >"$T/log" 2>&1; rc=$?
 sed 's/^/    /' "$T/log"
 check "bundle packed and every library resolves (rc=$rc)" "[ $rc -eq 0 ]"
 check "run.sh and the binaries are there" "[ -x '$T/b/run.sh' ] && [ -x '$T/b/bin/lookahead' ] && [ -x '$T/b/bin/test_kernels' ]"
 check "boost program_options and sentencepiece are bundled" \
   "ls '$T/b/lib' | grep -q boost_program_options && ls '$T/b/lib' | grep -q sentencepiece"
+check "the shared models are bundled and run.sh points LA_SHARED at them" \
+  "[ -f '$T/b/shared/models/stories260K/config.json' ] && [ -f '$T/b/shared/datasets/tinystories/prompts.jsonl' ] \
+   && grep -q 'LA_SHARED=\"\${LA_SHARED:-\$HERE/shared}\"' '$T/b/run.sh'"
 check "no torch or CUDA wheel library is bundled" "! ls '$T/b/lib' | grep -E -q '^lib(torch|c10|cudart|nccl|cublas)'"
 # The bundled lookahead runs on this CPU through run.sh alone (no build-tree rpath needed: the torch dir comes
 # from python3, here the setup venv's).

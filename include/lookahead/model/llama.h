@@ -17,6 +17,11 @@ struct LoadOptions {
   // of up to 256 tokens; on the CPU the batch-invariant kernels of src/cpu. "off": the ATen reference forward.
   std::string kernels = "on";
   bool cuda_graphs = true;     // with kernels: one CUDA graph per step bucket
+  // --selfcheck on|off|strict (lookahead/model/selfcheck.h); "": on with --device cuda, off on CPU.
+  std::string selfcheck = "";
+  // --max-context: at most this many positions (prompt + new tokens; 0: the model's max_position_embeddings). The
+  // KV cache grows on demand up to it; a request needing more is refused naming the limit.
+  int max_context = 0;
 };
 
 std::unique_ptr<StepModel> load_llama(const LoadOptions& opt);

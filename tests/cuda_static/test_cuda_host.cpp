@@ -1,0 +1,142 @@
+// Host-only logic of the CUDA path, tested without a GPU (CTest label cuda-static): the step attention's shared-
+// memory layouts (static_asserts in kernels/step_attention_plan.h, instantiated here for every configuration),
+// the row tile chosen by the device's opt-in shared-memory limit, the split count, the step buckets and the
+// model-support check. The launchers call these very functions (kernels/step_attention.cu, torch_cuda_forward.cpp).
+#include <gtest/gtest.h>
+
+#include "../../kernels/step_attention_plan.h"
+#include "../../src/model/cuda_support.h"
+#include "lookahead/model/step_layout.h"
+
+namespace la::kern {
+namespace {
+
+// Every configuration launch_attention_typed can instantiate (the static_asserts fire on instantiation).
+template <int ES>
+constexpr size_t all_bytes() {
+  return AttnLayout<ES, 16, 16>::bytes + AttnLayout<ES, 16, 64>::bytes + AttnLayout<ES, 64, 16>::bytes +
+         AttnLayout<ES, 64, 64>::bytes + AttnLayout<ES, 80, 16>::bytes + AttnLayout<ES, 80, 64>::bytes +
+         AttnLayout<ES, 128, 16>::bytes + AttnLayout<ES, 128, 64>::bytes;
+}
+static_assert(all_bytes<2>() > 0 && all_bytes<4>() > 0);
+
+constexpr size_t KiB = 1024, kSm86 = 99 * KiB, kSm80 = 163 * KiB, kSm90 = 227 * KiB;
+
+TEST(CudaHost, SixtyFourRowTilesNeedMoreThanSm86Allows) {
+  // The review's finding: at D = 128 the 64-row tiles take 110-118 KiB (fp16/bf16, fp32).
+  EXPECT_EQ(attn_smem_bytes(2, 128, 64), (AttnLayout<2, 128, 64>::bytes));
+  EXPECT_GT(attn_smem_bytes(2, 128, 64), kSm86);
+  EXPECT_GT(attn_smem_bytes(4, 128, 64), kSm86);
+  EXPECT_LE(attn_smem_bytes(4, 128, 64), kSm80);
+  for (int es : {2, 4})
+    for (int dp : {16, 64, 80, 128}) {
+      EXPECT_LE(attn_smem_bytes(es, dp, 16), kSm86) << es << " " << dp;
+      EXPECT_LE(attn_smem_bytes(es, dp, 64), kSm80) << es << " " << dp;
+    }
+  EXPECT_EQ(attn_smem_bytes(2, 96, 64), 0u);
+  EXPECT_EQ(attn_smem_bytes(3, 128, 64), 0u);
+}
+
+TEST(CudaHost, RowTileFollowsTheOptInLimit) {
+  EXPECT_EQ(attn_row_tile(16, 2, 128, kSm90), 16);  // small steps: 16 rows everywhere
+  EXPECT_EQ(attn_row_tile(17, 2, 128, kSm90), 64);
+  EXPECT_EQ(attn_row_tile(17, 2, 128, kSm80), 64);
+  EXPECT_EQ(attn_row_tile(17, 2, 128, kSm86), 16);  // would not launch with 64
+  EXPECT_EQ(attn_row_tile(256, 4, 128, kSm86), 16);
+  EXPECT_EQ(attn_row_tile(256, 2, 64, kSm86), 64);  // D = 64 fits: 64 rows there too
+  for (int D : {8, 16, 40, 64, 72, 80, 96, 128})
+    for (int es : {2, 4})
+      for (size_t lim : {kSm86, kSm80, kSm90}) {
+        const int bm = attn_row_tile(64, es, D, lim);
+        EXPECT_LE(attn_smem_bytes(es, attn_padded_dim(D), bm), lim) << D << " " << es << " " << lim;
+      }
+}
+
+TEST(CudaHost, PaddedHeadDims) {
+  EXPECT_EQ(attn_padded_dim(0), 0);
+  EXPECT_EQ(attn_padded_dim(8), 16);
+  EXPECT_EQ(attn_padded_dim(48), 64);
+  EXPECT_EQ(attn_padded_dim(72), 80);
+  EXPECT_EQ(attn_padded_dim(96), 128);
+  EXPECT_EQ(attn_padded_dim(129), 0);
+}
+
+AttnSplitInput llama8b(int T, int max_len) {
+  AttnSplitInput a;
+  a.T = T;
+  a.Hq = 32;
+  a.Hkv = 8;
+  a.D = 128;
+  a.es = 2;
+  a.max_len = max_len;
+  a.workspace_bytes = attn_workspace_bytes(16, 32, 128, 64) + 256;
+  a.sm_count = 132;
+  a.smem_optin = kSm90;
+  return a;
+}
+
+TEST(CudaHost, SplitCount) {
+  // T = 1, 4 rows per KV head -> 8 CTAs; 132 SMs x 4 -> 66 wanted; 65 key tiles at 4096 -> at most 32; evened to
+  // 22 splits of 3 tiles.
+  EXPECT_EQ(attn_splits(llama8b(1, 4096)), 22);
+  EXPECT_EQ(attn_splits(llama8b(1, 100)), 1);  // two tiles: one split
+  AttnSplitInput a = llama8b(1, 4096);
+  a.workspace_bytes = attn_workspace_bytes(1, 32, 128, 4);
+  EXPECT_EQ(attn_splits(a), 4);  // bounded by the workspace
+  a.workspace_bytes = 0;
+  EXPECT_EQ(attn_splits(a), 1);
+  a = llama8b(1, 4096);
+  a.num_splits = 100;
+  EXPECT_EQ(attn_splits(a), 33);  // clamped to 64, evened out over 65 tiles
+  a.Hkv = 7;
+  EXPECT_EQ(attn_splits(a), 1);  // invalid grouping: no split
+  // Every split has work at the maximum length, for many shapes.
+  for (int T : {1, 3, 16, 64, 256})
+    for (int len : {0, 1, 63, 64, 1000, 4096, 131072}) {
+      const AttnSplitInput b = llama8b(T, len);
+      const int s = attn_splits(b), ntiles = (len + T + 63) / 64, tps = (ntiles + s - 1) / s;
+      EXPECT_GE(s, 1);
+      EXPECT_LE(s, 64);
+      EXPECT_GT(ntiles - (s - 1) * tps, 0) << T << " " << len << ": split " << s - 1 << " is empty";
+      EXPECT_LE(attn_workspace_bytes(T, 32, 128, s), b.workspace_bytes);
+    }
+}
+
+TEST(CudaHost, OneListOfStepBuckets) {
+  EXPECT_EQ(la::step_buckets(), (std::vector<int>{1, 8, 16, 32, 64, 128, 256}));
+  for (int T = 1; T <= 300; ++T) {
+    const int b = la::step_bucket(T);
+    if (T > 256) {
+      EXPECT_EQ(b, -1);
+      continue;
+    }
+    EXPECT_GE(b, T);
+    for (int x : la::step_buckets())
+      if (x >= T) {
+        EXPECT_EQ(b, x) << T;
+        break;
+      }
+  }
+}
+
+TEST(CudaHost, UnsupportedModels) {
+  la::ModelConfig c;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.head_dim = 128;
+  EXPECT_EQ(la::cuda_kernels_unsupported_reason(c, 2), "");
+  EXPECT_EQ(la::cuda_kernels_unsupported_reason(c, 4), "");
+  c.head_dim = 256;
+  EXPECT_NE(la::cuda_kernels_unsupported_reason(c, 2).find("head dim 256"), std::string::npos);
+  c.head_dim = 60;  // 120 bytes in 16-bit: not a 16-byte multiple; 240 in fp32 is
+  EXPECT_NE(la::cuda_kernels_unsupported_reason(c, 2).find("multiple of 8"), std::string::npos);
+  EXPECT_EQ(la::cuda_kernels_unsupported_reason(c, 4), "");
+  c.head_dim = 64;
+  c.kv_heads = 5;
+  EXPECT_EQ(la::cuda_kernels_unsupported_reason(c, 2), "heads not a multiple of kv heads");
+  c.kv_heads = 0;
+  EXPECT_NE(la::cuda_kernels_unsupported_reason(c, 2), "");
+}
+
+}  // namespace
+}  // namespace la::kern

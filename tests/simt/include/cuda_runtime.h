@@ -1,0 +1,3 @@
+// SIMT emulation stand-in (tests/simt/simt.h).
+#pragma once
+#include "simt.h"

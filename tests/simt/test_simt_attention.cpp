@@ -1,0 +1,184 @@
+// The step attention kernel (kernels/step_attention.cu{h}, the very sources nvcc compiles) run on the CPU under the
+// SIMT emulation (simt.h) against a double-precision reference: tree masks, GQA, the 16- and 64-row tiles, split
+// counts with the combine kernel, the device-side cache length, the row tile on an sm_86-sized shared memory, and
+// the ancestor-bits kernel against the host packing. Small shapes: the emulation is for correctness, not speed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cuda_bf16.h"
+#include "cuda_fp16.h"
+#include "lookahead/model/step_layout.h"
+#include "lookahead_kernels.h"
+#include "simt.h"
+
+namespace lk = la::kern;
+
+namespace {
+
+float to_f(float x) { return x; }
+float to_f(__half x) { return __half2float(x); }
+float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class E>
+E from_f(float x);
+template <>
+float from_f<float>(float x) { return x; }
+template <>
+__half from_f<__half>(float x) { return __float2half_rn(x); }
+template <>
+__nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <class E>
+lk::DType dtype_of();
+template <>
+lk::DType dtype_of<float>() { return lk::DType::F32; }
+template <>
+lk::DType dtype_of<__half>() { return lk::DType::F16; }
+template <>
+lk::DType dtype_of<__nv_bfloat16>() { return lk::DType::BF16; }
+
+struct Shape {
+  int T, Hq, Hkv, D, L;
+  int splits = 0;         // 0: automatic
+  bool device_len = false;
+};
+
+// A random tree of T tokens (parents[i] < i, or -1).
+std::vector<int32_t> random_parents(int T, std::mt19937& rng) {
+  std::vector<int32_t> p(T);
+  for (int i = 0; i < T; ++i) p[i] = i == 0 ? -1 : std::uniform_int_distribution<int>(-1, i - 1)(rng);
+  return p;
+}
+
+template <class E>
+double run_case(const Shape& s, uint64_t seed, std::vector<float>* got_out = nullptr) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int T = s.T, Hq = s.Hq, Hkv = s.Hkv, D = s.D, L = s.L, G = Hq / Hkv;
+  auto fill = [&](size_t n) {
+    std::vector<E> v(n);
+    for (auto& x : v) x = from_f<E>(u(rng));
+    return v;
+  };
+  // 16-byte aligned buffers: vectors of E are aligned by the allocator (>= 16 on glibc x86-64).
+  const int cap = L + 8;
+  std::vector<E> q = fill(size_t(T) * Hq * D), kc = fill(size_t(cap) * Hkv * D), vc = fill(size_t(cap) * Hkv * D);
+  std::vector<E> kn = fill(size_t(T) * Hkv * D), vn = fill(size_t(T) * Hkv * D), out(size_t(T) * Hq * D);
+  const std::vector<int32_t> parents = random_parents(T, rng);
+  const std::vector<uint32_t> bits = la::pack_ancestor_bits(parents, T);
+  std::vector<unsigned char> ws(lk::step_attention_workspace_bytes(T, Hq, D, 64) + 256);
+  int32_t len_dev = L;
+
+  lk::StepAttentionArgs a;
+  a.dtype = dtype_of<E>();
+  a.T = T;
+  a.Hq = Hq;
+  a.Hkv = Hkv;
+  a.D = D;
+  a.q = q.data();
+  a.q_stride_t = int64_t(Hq) * D;
+  a.q_stride_h = D;
+  a.k_cache = kc.data();
+  a.v_cache = vc.data();
+  a.kc_stride_t = a.vc_stride_t = int64_t(Hkv) * D;
+  a.kc_stride_h = a.vc_stride_h = D;
+  if (s.device_len) {
+    a.cache_len_dev = &len_dev;
+    a.max_cache_len = cap;
+  } else {
+    a.cache_len = L;
+  }
+  a.k_new = kn.data();
+  a.v_new = vn.data();
+  a.kn_stride_t = a.vn_stride_t = int64_t(Hkv) * D;
+  a.kn_stride_h = a.vn_stride_h = D;
+  a.anc_bits = bits.data();
+  a.out = out.data();
+  a.o_stride_t = int64_t(Hq) * D;
+  a.o_stride_h = D;
+  a.scale = float(1.0 / std::sqrt(double(D)));
+  a.workspace = ws.data();
+  a.workspace_bytes = ws.size();
+  a.num_splits = s.splits;
+  EXPECT_EQ(lk::launch_step_attention(a, nullptr), cudaSuccess);
+  for (const auto& e : la_simt::take_errors()) ADD_FAILURE() << "emulation: " << e;
+
+  // Reference in double on the same (rounded) inputs.
+  double worst = 0;
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < Hq; ++h) {
+      const int hk = h / G;
+      std::vector<double> sc;
+      std::vector<const E*> vs;
+      auto key = [&](const E* k, const E* v) {
+        double d = 0;
+        for (int i = 0; i < D; ++i) d += double(to_f(q[(size_t(t) * Hq + h) * D + i])) * to_f(k[i]);
+        sc.push_back(d * a.scale);
+        vs.push_back(v);
+      };
+      for (int j = 0; j < L; ++j) key(&kc[(size_t(j) * Hkv + hk) * D], &vc[(size_t(j) * Hkv + hk) * D]);
+      for (int j = t; j >= 0; j = parents[j]) key(&kn[(size_t(j) * Hkv + hk) * D], &vn[(size_t(j) * Hkv + hk) * D]);
+      double mx = -INFINITY, sum = 0;
+      for (double x : sc) mx = std::max(mx, x);
+      for (double& x : sc) sum += (x = std::exp(x - mx));
+      for (int i = 0; i < D; ++i) {
+        double o = 0;
+        for (size_t j = 0; j < sc.size(); ++j) o += sc[j] / sum * to_f(vs[j][i]);
+        const double g = to_f(out[(size_t(t) * Hq + h) * D + i]);
+        if (got_out) got_out->push_back(float(g));
+        worst = std::max(worst, std::isnan(g) ? INFINITY : std::fabs(g - o));
+      }
+    }
+  return worst;
+}
+
+TEST(Simt, StepAttentionFp32TreeGqaSplits) {
+  la_simt::set_device(132, 227 * 1024);
+  EXPECT_LT(run_case<float>({5, 4, 2, 64, 37}, 1), 2e-6);             // 16-row tile, automatic split count
+  EXPECT_LT(run_case<float>({5, 4, 2, 64, 70, 3}, 2), 2e-6);          // forced 3 splits: the combine kernel
+  EXPECT_LT(run_case<float>({11, 4, 2, 40, 33, 1}, 3), 2e-6);         // rows 22: 64-row tile, D padded to 64
+  EXPECT_LT(run_case<float>({3, 2, 2, 16, 0}, 4), 2e-6);              // empty cache
+  EXPECT_LT(run_case<float>({6, 4, 1, 64, 45, 2, true}, 5), 2e-6);    // cache length read on the device
+  EXPECT_LT(run_case<float>({40, 2, 1, 16, 20, 2}, 14), 2e-6);         // two ancestor words per row
+}
+
+TEST(Simt, StepAttentionHalfAndBf16Wmma) {
+  la_simt::set_device(132, 227 * 1024);
+  EXPECT_LT(run_case<__half>({5, 4, 2, 64, 37}, 6), 4e-3);
+  EXPECT_LT(run_case<__half>({9, 4, 2, 64, 80, 2}, 7), 4e-3);          // rows 18: 64-row tile, 2 splits
+  EXPECT_LT(run_case<__nv_bfloat16>({5, 4, 2, 64, 37}, 8), 2e-2);
+  EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 70, 0, true}, 9), 2e-2);
+  EXPECT_LT(run_case<__half>({37, 2, 2, 16, 5}, 15), 4e-3);             // two ancestor words per row
+}
+
+// On an sm_86/89 part (99 KiB opt-in) the 64-row tile at D = 128 does not fit: the launcher takes the 16-row one.
+TEST(Simt, SixtyFourRowTileFallsBackOnSm86) {
+  la_simt::set_device(84, 99 * 1024);
+  EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 40}, 10), 2e-2);
+  EXPECT_LT(run_case<float>({9, 8, 2, 128, 40}, 11), 2e-6);
+  la_simt::set_device(132, 227 * 1024);
+}
+
+// The split count changes the summation order only: results agree closely for every forced count.
+TEST(Simt, SplitCountsAgree) {
+  la_simt::set_device(132, 227 * 1024);
+  std::vector<float> one, three;
+  run_case<float>({4, 2, 1, 16, 90, 1}, 12, &one);
+  run_case<float>({4, 2, 1, 16, 90, 3}, 12, &three);
+  ASSERT_EQ(one.size(), three.size());
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(one[i], three[i], 1e-6) << i;
+}
+
+TEST(Simt, AncestorBitsKernelEqualsHostPacking) {
+  la_simt::set_device(132, 227 * 1024);
+  std::mt19937 rng(13);
+  for (int T : {1, 31, 33, 70}) {
+    const std::vector<int32_t> parents = random_parents(T, rng);
+    std::vector<uint32_t> bits(size_t(T) * la::ancestor_words(T), 0xdeadbeef);
+    ASSERT_EQ(lk::launch_ancestor_bits(parents.data(), T, bits.data(), nullptr), cudaSuccess);
+    EXPECT_EQ(bits, la::pack_ancestor_bits(parents, T)) << T;
+  }
+  EXPECT_TRUE(la_simt::take_errors().empty());
+}
+
+}  // namespace
