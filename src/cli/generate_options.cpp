@@ -37,7 +37,7 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
       ("seed", po::value(&o.seed)->default_value(0), "sampling seed (outputs are reproducible)")
       ("dtype", po::value(&o.load.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")
       ("device", po::value(&o.load.device)->default_value("cpu"), "cpu | cuda")
-      ("threads", po::value(&o.load.threads)->default_value(0), "CPU threads (0: libtorch default)")
+      ("threads", po::value(&o.load.threads)->default_value(0), "CPU threads of the kernel forward's pool (0: every core, or OMP_NUM_THREADS when set)")
       ("stats-json", po::value(&o.stats_path), "write per-prompt and aggregate statistics to this JSON file")
       ("comm", po::value(&o.comm)->default_value("auto"),
        "multi-rank runs (mpirun/srun): auto | mpi | nccl (auto: NCCL when every rank has its own GPU)")
