@@ -78,6 +78,9 @@ def llama_ids(gguf, text, tmp):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+PROMPT_MISMATCH = []
+
 # --- llama.cpp runs -------------------------------------------------------------------------------------------
 LLAMA_CONFIGS = {  # label -> (tool, extra flags)
     "llama-completion": ("llama-completion", ["-no-cnv", "--no-display-prompt"]),
@@ -93,12 +96,15 @@ def run_llama(label, gguf, prompts, eos_texts, tmp):
     tokens = secs = forwards = 0.0
     texts = []
     for i, (text, _ids) in enumerate(prompts):
-        pf = os.path.join(tmp, f"p{i}.txt")
-        open(pf, "w").write(text)
-        cmd = [f"{LLAMA}/{tool}", "-m", gguf, "-f", pf, "-n", str(MAX_NEW), "-t", str(THREADS), "-tb", str(THREADS),
-               "-c", str(CTX), "--temp", "0", "--no-escape", "--seed", "0", "--no-warmup", *extra]
+        # -p, not -f: -f drops the prompt's last newline (llama.cpp's common/arg.cpp), which changes the ids
+        cmd = [f"{LLAMA}/{tool}", "-m", gguf, "-p", text, "-n", str(MAX_NEW), "-t", str(THREADS), "-tb", str(THREADS),
+               "-c", str(CTX), "--temp", "0", "--no-escape", "--seed", "0", *extra]
         r = sh(cmd, stdin=subprocess.DEVNULL)
-        out, err = r.stdout, r.stderr
+        out, err = ANSI.sub("", r.stdout), r.stderr  # llama-lookahead colours accepted tokens
+        m = re.search(r"prompt eval time =.*/\s*(\d+) tokens", err) or re.search(r"encoded\s+(\d+) tokens", err)
+        if not m or int(m.group(1)) != len(_ids):
+            PROMPT_MISMATCH.append(f"{tool}: prompt {i} has {m.group(1) if m else '?'} tokens in llama.cpp, "
+                                   f"{len(_ids)} in transformers")
         if tool == "llama-completion":
             m = re.search(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs", err)
             if not m:
@@ -106,7 +112,9 @@ def run_llama(label, gguf, prompts, eos_texts, tmp):
             secs += float(m.group(1)) / 1e3
             tokens += int(m.group(2))
             forwards += int(m.group(2))
-            gen = out[:-len(" [end of text]\n")] if out.endswith(" [end of text]\n") else out
+            # stdout: generated text + (" [end of text]\n" at an eos) + "\n\n"
+            gen = out[:-2] if out.endswith("\n\n") else out
+            gen = gen[:-len(" [end of text]\n")] if gen.endswith(" [end of text]\n") else gen
         else:
             m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", err)
             a = re.search(r"n_accept\s*=\s*(\d+)", err)
@@ -220,6 +228,63 @@ def main():
     res = {}   # (dtype, set, label) -> {"tps": [...], "S": [...], "texts": last texts}
     bw, lbench = [], {d: [] for d in DTYPES}
     t_start = time.time()
+
+    def report():  # the tables so far: printed after every round, so a cut run still leaves numbers
+        print(f"\nmodel {MODEL}; {THREADS} threads both engines; {N} prompt(s) per set, {MAX_NEW} new tokens, greedy; "
+              f"{len(bw)} of {ROUNDS} interleaved rounds: median [min-max]; prompt ids llama.cpp == transformers: "
+              + ", ".join(f"{k} {v}" for k, v in ids_ok.items()))
+        if PROMPT_MISMATCH:
+            print("WARNING: prompt token counts differ: " + "; ".join(sorted(set(PROMPT_MISMATCH))[:5]))
+        print("\n| dtype | set | group | engine / config | tok/s | S | ours / llama.cpp | text == llama.cpp plain |")
+        print("|---|---|---|---|---|---|---|---|")
+        for d in DTYPES:
+            for name in sets:
+                if any(len(res.get((d, name, l), {}).get("tps", [])) < len(bw) for _g, l in configs):
+                    continue  # this round has not reached it yet
+                base = res[(d, name, "llama-completion")]["texts"]
+                for grp, label in configs:
+                    e = res[(d, name, label)]
+                    peer = {"plain": "llama-completion", "lookup": "llama-lookup", "lookahead": "llama-lookahead"}[grp]
+                    ratio = ""
+                    if label.startswith("ours"):
+                        med = statistics.median(e["tps"])
+                        ratio = f"{med / statistics.median(res[(d, name, peer)]['tps']):.2f}"
+                        if grp == "lookup":
+                            ratio += f" (n10: {med / statistics.median(res[(d, name, 'llama-lookup n10')]['tps']):.2f})"
+                    same = sum(same_text(o, b) for o, b in zip(e["texts"], base))
+                    print(f"| {d.upper()} | {name} | {grp} | {label} | {fmt3(e['tps'])} | {statistics.median(e['S']):.2f}"
+                          f" | {ratio} | {same}/{len(base)} |")
+        print("\nMemory floor (every weight byte streamed once per token):")
+        print(f"stream read, {THREADS} threads, 1 GiB: {fmt3(bw)} GB/s")
+        print("\n| dtype | weight bytes | floor ms/token | floor tok/s | llama-bench tg | llama.cpp plain / floor "
+              "| ours plain / floor |")
+        print("|---|---|---|---|---|---|---|")
+        for d in DTYPES:
+            fl = [b * 1e9 / wbytes[d] for b in bw]  # floor tok/s per round
+
+            def frac(label):
+                # per round: the engine's plain tokens/s over every set (harmonic: tokens / seconds) / that round's floor
+                per = []
+                for rr in range(len(bw)):
+                    t = [res[(d, s, label)]["tps"][rr] for s in sets if len(res.get((d, s, label), {}).get("tps", [])) > rr]
+                    if not t:
+                        continue
+                    per.append(len(t) / sum(1 / x for x in t) / fl[rr])
+                return fmt3(per, "{:.2f}")
+            print(f"| {d.upper()} | {wbytes[d] / 1e6:.0f} MB | {fmt3([1e3 / f for f in fl], '{:.1f}')} | {fmt3(fl)} "
+                  f"| {fmt3(lbench[d])} | {frac('llama-completion')} | {frac('ours ar')} |")
+        print("\ntok/s: generated tokens / decode seconds (prefill excluded), summed over the set's prompts; S: tokens "
+              "per forward (llama.cpp: generated / (generated - accepted drafts)); ours / llama.cpp: medians, against "
+              "the peer row of the group (lookup: llama-lookup default, and n10); text: prompts whose generated text "
+              "equals llama-completion's on the same weights (a longer run counts if ours is its prefix).")
+
+        json.dump({"model": MODEL, "threads": THREADS, "n": N, "rounds": ROUNDS, "stream_gbps": bw, "llama_bench": lbench,
+                   "weight_bytes": wbytes, "ids_ok": ids_ok,
+                   "rows": [{"dtype": d, "set": s, "label": l, "group": v["grp"], "tps": v["tps"], "S": v["S"],
+                             "texts": v["texts"]} for (d, s, l), v in res.items()]},
+                  open(os.path.join(tmp, "results.json"), "w"), indent=1)
+        print(f"raw results: {tmp}/results.json")
+
     for rnd in range(ROUNDS):
         r = json.loads(sh([STREAM, str(THREADS), "1024", "5"]).stdout)
         bw.append(r["best_gbps"])
@@ -239,58 +304,10 @@ def main():
                     e["tps"].append(tk / s)
                     e["S"].append(tk / max(1, fw))
                     e["texts"] = texts
-        print(f"round {rnd + 1}/{ROUNDS} done ({time.time() - t_start:.0f} s; stream read {bw[-1]:.1f} GB/s)",
+                report()  # after every set, so a run cut short still leaves its numbers
+        print(f"\nround {rnd + 1}/{ROUNDS} done ({time.time() - t_start:.0f} s; stream read {bw[-1]:.1f} GB/s)",
               flush=True)
 
-    # --- tables ---------------------------------------------------------------------------------------------------
-    print(f"\nmodel {MODEL}; {THREADS} threads both engines; {N} prompt(s) per set, {MAX_NEW} new tokens, greedy; "
-          f"{ROUNDS} interleaved rounds: median [min-max]; prompt ids llama.cpp == transformers: "
-          + ", ".join(f"{k} {v}" for k, v in ids_ok.items()))
-    print("\n| dtype | set | group | engine / config | tok/s | S | ours / llama.cpp | text == llama.cpp plain |")
-    print("|---|---|---|---|---|---|---|---|")
-    for d in DTYPES:
-        for name in sets:
-            base = res[(d, name, "llama-completion")]["texts"]
-            for grp, label in configs:
-                e = res[(d, name, label)]
-                peer = {"plain": "llama-completion", "lookup": "llama-lookup", "lookahead": "llama-lookahead"}[grp]
-                ratio = ""
-                if label.startswith("ours"):
-                    med = statistics.median(e["tps"])
-                    ratio = f"{med / statistics.median(res[(d, name, peer)]['tps']):.2f}"
-                    if grp == "lookup":
-                        ratio += f" (n10: {med / statistics.median(res[(d, name, 'llama-lookup n10')]['tps']):.2f})"
-                same = sum(same_text(o, b) for o, b in zip(e["texts"], base))
-                print(f"| {d.upper()} | {name} | {grp} | {label} | {fmt3(e['tps'])} | {statistics.median(e['S']):.2f}"
-                      f" | {ratio} | {same}/{len(base)} |")
-    print("\nMemory floor (every weight byte streamed once per token):")
-    print(f"stream read, {THREADS} threads, 1 GiB: {fmt3(bw)} GB/s")
-    print("\n| dtype | weight bytes | floor ms/token | floor tok/s | llama-bench tg | llama.cpp plain / floor "
-          "| ours plain / floor |")
-    print("|---|---|---|---|---|---|---|")
-    for d in DTYPES:
-        fl = [b * 1e9 / wbytes[d] for b in bw]  # floor tok/s per round
-
-        def frac(label):
-            # per round: the engine's plain tokens/s over every set (harmonic: tokens / seconds) / that round's floor
-            per = []
-            for rr in range(ROUNDS):
-                t = [res[(d, s, label)]["tps"][rr] for s in sets]
-                per.append(len(t) / sum(1 / x for x in t) / fl[rr])
-            return fmt3(per, "{:.2f}")
-        print(f"| {d.upper()} | {wbytes[d] / 1e6:.0f} MB | {fmt3([1e3 / f for f in fl], '{:.1f}')} | {fmt3(fl)} "
-              f"| {fmt3(lbench[d])} | {frac('llama-completion')} | {frac('ours ar')} |")
-    print("\ntok/s: generated tokens / decode seconds (prefill excluded), summed over the set's prompts; S: tokens "
-          "per forward (llama.cpp: generated / (generated - accepted drafts)); ours / llama.cpp: medians, against "
-          "the peer row of the group (lookup: llama-lookup default, and n10); text: prompts whose generated text "
-          "equals llama-completion's on the same weights (a longer run counts if ours is its prefix).")
-
-    json.dump({"model": MODEL, "threads": THREADS, "n": N, "rounds": ROUNDS, "stream_gbps": bw, "llama_bench": lbench,
-               "weight_bytes": wbytes, "ids_ok": ids_ok,
-               "rows": [{"dtype": d, "set": s, "label": l, "group": v["grp"], "tps": v["tps"], "S": v["S"],
-                         "texts": v["texts"]} for (d, s, l), v in res.items()]},
-              open(os.path.join(tmp, "results.json"), "w"), indent=1)
-    print(f"raw results: {tmp}/results.json")
     chart = E.get("CHART")
     if chart:
         make_chart(chart, res, sets, configs)

@@ -65,7 +65,8 @@ have_all || die "tools missing in $BIN after the build"
 
 # 3. GGUF: F32 and BF16 of each model directory, with llama.cpp's converter and its vendored gguf-py. The
 # converter's other imports (torch, transformers, numpy, safetensors, yaml, tqdm) are the venv's; only a missing one
-# is installed, at the version llama.cpp's requirements name.
+# is installed, at a version llama.cpp's requirements allow. sentencepiece is needed even for a BPE model: the
+# Llama converter tries it first and falls back to tokenizer.json only when tokenizer.model is absent.
 need_py() {  # module pip-spec
   "$PY" -c "import $1" 2>/dev/null || { log "installing $2 into $PY"; "$PY" -m pip install --quiet "$2"; }
 }
@@ -82,6 +83,7 @@ for m in "$@"; do
       if [ $converter_ready = 0 ]; then
         need_py numpy "numpy~=2.2.6"; need_py yaml "pyyaml>=5.1"; need_py tqdm "tqdm>=4.27"
         need_py requests "requests>=2.25"; need_py safetensors safetensors
+        need_py sentencepiece "sentencepiece==0.2.1"
         converter_ready=1
       fi
       log "converting $m to $out"
