@@ -101,7 +101,9 @@ def run_llama(label, gguf, prompts, eos_texts, tmp):
                "-c", str(CTX), "--temp", "0", "--no-escape", "--seed", "0", *extra]
         r = sh(cmd, stdin=subprocess.DEVNULL)
         out, err = ANSI.sub("", r.stdout), r.stderr  # llama-lookahead colours accepted tokens
-        m = re.search(r"prompt eval time =.*/\s*(\d+) tokens", err) or re.search(r"encoded\s+(\d+) tokens", err)
+        # the prompt's length as the tool reports it (lookup/lookahead's perf summary counts draft tokens too)
+        m = re.search(r"prompt eval time =.*/\s*(\d+) tokens" if tool == "llama-completion"
+                      else r"encoded\s+(\d+) tokens", err)
         if not m or int(m.group(1)) != len(_ids):
             PROMPT_MISMATCH.append(f"{tool}: prompt {i} has {m.group(1) if m else '?'} tokens in llama.cpp, "
                                    f"{len(_ids)} in transformers")
