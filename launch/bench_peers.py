@@ -237,8 +237,9 @@ def main():
               + ", ".join(f"{k} {v}" for k, v in ids_ok.items()))
         if PROMPT_MISMATCH:
             print("WARNING: prompt token counts differ: " + "; ".join(sorted(set(PROMPT_MISMATCH))[:5]))
-        print("\n| dtype | set | group | engine / config | tok/s | S | ours / llama.cpp | text == llama.cpp plain |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n| dtype | set | group | engine / config | tok/s | S | ours / llama.cpp | text == llama.cpp plain "
+              "| text == own plain |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for d in DTYPES:
             for name in sets:
                 if any(len(res.get((d, name, l), {}).get("tps", [])) < len(bw) for _g, l in configs):
@@ -254,8 +255,11 @@ def main():
                         if grp == "lookup":
                             ratio += f" (n10: {med / statistics.median(res[(d, name, 'llama-lookup n10')]['tps']):.2f})"
                     same = sum(same_text(o, b) for o, b in zip(e["texts"], base))
+                    # lossless check: each engine's drafting against its own plain decoding
+                    own_base = res[(d, name, "ours ar" if label.startswith("ours") else "llama-completion")]["texts"]
+                    own = sum(same_text(o, b[0] if isinstance(b, tuple) else b) for o, b in zip(e["texts"], own_base))
                     print(f"| {d.upper()} | {name} | {grp} | {label} | {fmt3(e['tps'])} | {statistics.median(e['S']):.2f}"
-                          f" | {ratio} | {same}/{len(base)} |")
+                          f" | {ratio} | {same}/{len(base)} | {own}/{len(base)} |")
         print("\nMemory floor (every weight byte streamed once per token):")
         print(f"stream read, {THREADS} threads, 1 GiB: {fmt3(bw)} GB/s")
         print("\n| dtype | weight bytes | floor ms/token | floor tok/s | llama-bench tg | llama.cpp plain / floor "
