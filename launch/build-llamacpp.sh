@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the peer llama.cpp ONCE, CPU only, from the source vendored in the PyPI sdist llama-cpp-python==0.3.36
+# (llama.cpp ggml-org@0c1e57098), into ${LOOKAHEAD_DEPS:-~/.cache/lookahead}/llama.cpp-0.3.36/ (never into this
+# repository), and converts a Hugging Face model directory to F32 and BF16 GGUF with llama.cpp's own
+# convert_hf_to_gguf.py (its vendored gguf-py). launch/bench-peers.sh calls it; a second run finds everything and
+# does nothing.
+#   launch/build-llamacpp.sh                 # default model: $DEPS/models/SmolLM2-135M-Instruct
+#   launch/build-llamacpp.sh MODEL_DIR ...   # convert these model directories
+# Prints, as its last lines, `LLAMA_BIN=<dir with the tools>` and `GGUF_<MODEL>_<F32|BF16>=<path>` for the caller.
+# Env: LOOKAHEAD_DEPS, PY (python with torch+transformers: the project's torch venv), JOBS (build jobs, 2).
+# Why a script and not a submodule: the peer is a benchmark reference only; the project ships none of its code.
+set -euo pipefail
+VER=0.3.36
+SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
+PY=${PY:-$DEPS/torch-2.11.0/bin/python}
+JOBS=${JOBS:-2}
+TOP=$DEPS/llama.cpp-$VER
+SRC=$TOP/src          # the vendored llama.cpp tree (also holds convert_hf_to_gguf.py and gguf-py)
+BLD=$TOP/build
+BIN=$TOP/bin          # only the tools the benchmark runs
+TOOLS=(llama-bench llama-completion llama-simple llama-lookup llama-lookahead llama-tokenize)
+log() { echo "[build-llamacpp] $*" >&2; }
+die() { echo "build-llamacpp: error: $*" >&2; exit 1; }
+
+[ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first, or set PY)"
+mkdir -p "$TOP"
+
+# 1. Source: the sdist's vendor/llama.cpp, checked against the pinned sdist hash.
+if [ ! -f "$SRC/.unpacked" ]; then
+  tmp=$(mktemp -d "$TOP/.dl.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  log "downloading llama-cpp-python==$VER (sdist) from PyPI"
+  "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VER" -d "$tmp" \
+    || die "pip download of llama-cpp-python==$VER failed"
+  f="$tmp/llama_cpp_python-$VER.tar.gz"
+  [ -f "$f" ] || die "pip download gave no $f"
+  got=$(sha256sum "$f" | cut -d' ' -f1)
+  [ "$got" = "$SDIST_SHA256" ] || die "sdist $f has sha256 $got, pinned $SDIST_SHA256"
+  tar -xzf "$f" -C "$tmp" "llama_cpp_python-$VER/vendor/llama.cpp"
+  rm -rf "$SRC"
+  mv "$tmp/llama_cpp_python-$VER/vendor/llama.cpp" "$SRC"
+  rm -f "$SRC/.git"   # a submodule pointer to a parent that is not there; cmake would ask git about it
+  touch "$SRC/.unpacked"
+  rm -rf "$tmp"; trap - EXIT
+fi
+
+# 2. Build: CPU only (no CUDA/Metal/Vulkan/BLAS), native ISA, static, no server/tests/network code.
+have_all() { for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || return 1; done; }
+if ! have_all; then
+  log "configuring and building ${TOOLS[*]} in $BLD (CPU only, GGML_NATIVE, $JOBS jobs; several minutes, once)"
+  cmake -S "$SRC" -B "$BLD" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=ON -DGGML_CPU=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF \
+    -DGGML_OPENMP=ON -DGGML_RPC=OFF -DGGML_BACKEND_DL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_NUMBER=0 -DLLAMA_BUILD_COMMIT="pypi-llama-cpp-python-$VER" \
+    $(command -v ccache >/dev/null && echo -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) \
+    >"$TOP/configure.log" 2>&1 || die "cmake configure failed: see $TOP/configure.log"
+  cmake --build "$BLD" -j"$JOBS" --target "${TOOLS[@]}" >"$TOP/build.log" 2>&1 \
+    || die "build failed: see $TOP/build.log"
+  mkdir -p "$BIN"
+  for t in "${TOOLS[@]}"; do install -m755 "$BLD/bin/$t" "$BIN/$t"; done
+fi
+have_all || die "tools missing in $BIN after the build"
+
+# 3. GGUF: F32 and BF16 of each model directory, with llama.cpp's converter and its vendored gguf-py. The
+# converter's other imports (torch, transformers, numpy, safetensors, yaml, tqdm) are the venv's; only a missing one
+# is installed, at a version llama.cpp's requirements allow. sentencepiece is needed even for a BPE model: the
+# Llama converter tries it first and falls back to tokenizer.json only when tokenizer.model is absent.
+need_py() {  # module pip-spec
+  "$PY" -c "import $1" 2>/dev/null || { log "installing $2 into $PY"; "$PY" -m pip install --quiet "$2"; }
+}
+[ $# -gt 0 ] || set -- "$DEPS/models/SmolLM2-135M-Instruct"
+converter_ready=0
+for m in "$@"; do
+  [ -f "$m/config.json" ] || die "model directory $m has no config.json"
+  name=$(basename "${m%/}")
+  mkdir -p "$TOP/gguf"
+  for t in f32 bf16; do
+    out=$TOP/gguf/$name-${t^^}.gguf
+    # Redone only when missing or older than the model's weights (a re-converted model directory).
+    if [ ! -s "$out" ] || [ -n "$(find "$m" -maxdepth 1 -name '*.safetensors' -newer "$out")" ]; then
+      if [ $converter_ready = 0 ]; then
+        need_py numpy "numpy~=2.2.6"; need_py yaml "pyyaml>=5.1"; need_py tqdm "tqdm>=4.27"
+        need_py requests "requests>=2.25"; need_py safetensors safetensors
+        need_py sentencepiece "sentencepiece==0.2.1"
+        converter_ready=1
+      fi
+      log "converting $m to $out"
+      "$PY" "$SRC/convert_hf_to_gguf.py" "$m" --outtype "$t" --outfile "$out.tmp" >"$TOP/convert-$name-$t.log" 2>&1 \
+        || { rm -f "$out.tmp"; die "convert_hf_to_gguf.py failed on $m ($t): see $TOP/convert-$name-$t.log"; }
+      mv "$out.tmp" "$out"
+    fi
+    key=$(echo "$name" | tr -c 'A-Za-z0-9\n' '_')
+    echo "GGUF_${key}_${t^^}=$out"
+  done
+done
+echo "LLAMA_BIN=$BIN"
