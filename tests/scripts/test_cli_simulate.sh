@@ -19,6 +19,17 @@ for s in lade trie; do
     check "$s simulate-ranks $k stats" "python3 -c \"import json,sys; s=json.load(open('$T/$s$k.json')); sys.exit(not ('simulation' in s and s['simulation']['ranks'] == $k and s['simulation']['modelled_tokens_per_s'] > 0))\""
   done
 done
+# Lossless in every dtype on 2 ranks: the CPU kernels are batch-invariant, so a part of a plan computed on another
+# replica gives the bits plain decoding gives (fixed drafts, so every step carries them).
+for d in bf16 fp16; do
+  "$BIN" generate --model "$SHARED/models/stories260K" --input "$T/p.jsonl" --output "$T/ar_$d.jsonl" --max-new-tokens 48 \
+    --dtype $d -q
+  for s in lade trie; do
+    "$BIN" generate --model "$SHARED/models/stories260K" --input "$T/p.jsonl" --output "$T/${s}_$d.jsonl" \
+      --max-new-tokens 48 --strategy $s --adaptive off --simulate-ranks 2 --dtype $d -q
+    check "$s $d simulate-ranks 2 ids == ar $d" "python3 -c \"import json,sys; a=[json.loads(l)['ids'] for l in open('$T/ar_$d.jsonl')]; b=[json.loads(l)['ids'] for l in open('$T/${s}_$d.jsonl')]; sys.exit(a!=b)\""
+  done
+done
 mkdir -p "$T/saved"
 "$BIN" save-model --model random:tiny-gqa-bias:5 --out "$T/saved" >/dev/null
 a=$("$BIN" score --model random:tiny-gqa-bias:5 --ids 1,5,9,33 | python3 -c "import json,sys; print(json.load(sys.stdin)['argmax'])")
