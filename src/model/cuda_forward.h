@@ -5,12 +5,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
-namespace la {
-// One decoder layer's weights (q/k/v and gate/up fused).
-struct LayerW {
-  at::Tensor ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd;
-};
-}  // namespace la
+#include "torch_weights.h"  // LayerW
 
 #ifdef LOOKAHEAD_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
