@@ -58,6 +58,9 @@ std::string CudaForward::unsupported_reason(const ModelConfig& c, at::ScalarType
                                                    16 / es, " up to 128)");
   if ((Q * es) % 16 || (KV * es) % 16) return "q/k/v widths are not 16-byte multiples";
   if (c.heads % c.kv_heads) return "heads not a multiple of kv heads";
+  // Architecture features the kernels do not implement (q/k norms, partial rotary, GeGLU, Gemma norms, soft-capping,
+  // sliding windows): the ATen reference forward serves these models.
+  if (!c.features().empty()) return "the kernels lack " + c.features();
   return "";
 }
 
