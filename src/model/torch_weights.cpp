@@ -238,6 +238,7 @@ void save_weights_hf(const TorchWeights& w, const std::string& dir) {
                         {"hidden_act", c.hidden_act},
                         {"tie_word_embeddings", c.tie_word_embeddings},
                         {"bos_token_id", c.bos_id},
+                        {"pad_token_id", nullptr},  // not used; else Phi3Config defaults it to 32000, past small vocabularies
                         {"eos_token_id", c.eos_ids.size() == 1 ? nlohmann::json(c.eos_ids[0]) : nlohmann::json(c.eos_ids)},
                         {"torch_dtype", "float32"}};
   if (!c.rope_scaling.type.empty())
@@ -253,7 +254,8 @@ void save_weights_hf(const TorchWeights& w, const std::string& dir) {
   const bool gemma = c.architecture == "Gemma2ForCausalLM" || c.architecture == "Gemma3ForCausalLM";
   if (gemma) {
     cfg["hidden_activation"] = c.hidden_act;
-    cfg["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+    const double q = c.query_pre_attn_scalar;  // transformers' config wants an int here (256)
+    cfg["query_pre_attn_scalar"] = q == std::floor(q) ? nlohmann::json(static_cast<int64_t>(q)) : nlohmann::json(q);
     cfg["attn_logit_softcapping"] = c.attn_softcap > 0 ? nlohmann::json(c.attn_softcap) : nlohmann::json(nullptr);
     cfg["final_logit_softcapping"] = c.final_softcap > 0 ? nlohmann::json(c.final_softcap) : nlohmann::json(nullptr);
     if (c.local_rope_theta > 0) cfg["rope_local_base_freq"] = c.local_rope_theta;
@@ -263,7 +265,8 @@ void save_weights_hf(const TorchWeights& w, const std::string& dir) {
     cfg["use_sliding_window"] = true;  // Qwen2/3 read the window only with this
     nlohmann::json types = nlohmann::json::array();
     for (int l = 0; l < c.layers; ++l) types.push_back(c.is_sliding(l) ? "sliding_attention" : "full_attention");
-    cfg["layer_types"] = types;
+    // Mistral and Phi-3 window every layer and have no layer_types (transformers warns about one).
+    if (c.architecture != "MistralForCausalLM" && c.architecture != "Phi3ForCausalLM") cfg["layer_types"] = types;
   } else {
     cfg["sliding_window"] = nullptr;
   }

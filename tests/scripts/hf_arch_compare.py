@@ -113,6 +113,23 @@ for name, (Cfg, Model, extra) in ARCHS.items():
     else:
         check(f"{name} score (kernels on)", False, out.stderr.strip())
 
+    # save-model writes the features back (config fields transformers reads): transformers loads the copy and
+    # gives the same logits.
+    d2 = d + "-saved"
+    os.makedirs(d2, exist_ok=True)
+    r = subprocess.run([BIN, "save-model", "--model", d, "--out", d2], capture_output=True, text=True)
+    if r.returncode != 0:
+        check(f"{name} save-model", False, r.stderr.strip())
+    else:
+        try:
+            with torch.no_grad():
+                again = type(model).from_pretrained(d2, attn_implementation="eager").eval()
+                ok, detail = close(again(torch.tensor([ids])).logits[0].float(), ref)
+        except Exception as e:  # transformers refuses the saved config
+            ok, detail = False, repr(e)
+        check(f"{name} save-model copy loaded by transformers gives the same logits", ok, detail)
+    shutil.rmtree(d2, ignore_errors=True)
+
     # Tree steps on top of a prefix, nodes around the sliding-window edge: transformers' logits of each node's
     # root-to-node path, compared by test_model's HfTree test.
     if TEST_MODEL:
