@@ -24,6 +24,9 @@ std::vector<float> widen(const void* p, WType t, long n) {
 }  // namespace
 
 std::string CpuForward::unsupported_reason(const ModelConfig& cfg) {
+  // Architecture features these kernels do not implement yet (q/k norms, partial rotary, GeGLU, Gemma norms,
+  // soft-capping, sliding windows): the ATen reference forward serves those models.
+  if (!cfg.features().empty()) return "the CPU kernels lack " + cfg.features();
   if (cfg.head_dim % 2 != 0) return "odd head_dim " + std::to_string(cfg.head_dim);
   if (cfg.kv_heads <= 0 || cfg.heads % cfg.kv_heads != 0) return "heads not a multiple of kv_heads";
   return "";

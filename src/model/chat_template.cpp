@@ -4,6 +4,8 @@
 // produced by transformers' apply_chat_template).
 #include "lookahead/model/chat_template.h"
 
+#include <time.h>
+
 #include <nlohmann/json.hpp>
 
 #include "lookahead/util/error.h"
@@ -82,6 +84,29 @@ std::string chatml_default_system(const std::string& t) {
   return "";
 }
 
+// Python's str.strip('\n') family, as the Qwen3 template applies them.
+std::string lstrip_nl(const std::string& s) {
+  const size_t b = s.find_first_not_of('\n');
+  return b == std::string::npos ? "" : s.substr(b);
+}
+std::string rstrip_nl(const std::string& s) {
+  const size_t e = s.find_last_not_of('\n');
+  return e == std::string::npos ? "" : s.substr(0, e + 1);
+}
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool ends_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+// The fixed date of a Llama-3.1 template: {%- set date_string = "26 Jul 2024" %}.
+std::string llama31_fixed_date(const std::string& t) {
+  const std::string key = "set date_string = \"";
+  const size_t p = t.find(key);
+  if (p == std::string::npos) return "";
+  const size_t e = t.find('"', p + key.size());
+  return e == std::string::npos ? "" : t.substr(p + key.size(), e - p - key.size());
+}
+
 void check_alternates(const std::vector<ChatMessage>& m, size_t first, const std::string& origin) {
   for (size_t i = first; i < m.size(); ++i)
     LA_CHECK((m[i].role == "user") == ((i - first) % 2 == 0), origin,
@@ -104,6 +129,10 @@ std::string ChatTemplate::name() const {
     case Kind::Llama3: return "llama3";
     case Kind::Llama2: return "llama2";
     case Kind::Mistral: return "mistral";
+    case Kind::Qwen3: return "qwen3";
+    case Kind::Llama31: return "llama3.1";
+    case Kind::Phi3: return "phi3";
+    case Kind::Gemma: return "gemma";
   }
   return "?";
 }
@@ -114,16 +143,38 @@ ChatTemplate ChatTemplate::parse(const std::string& t, const std::string& bos, c
   c.bos_ = bos;
   c.eos_ = eos;
   c.origin_ = origin;
-  const char* hint = " (recognised: ChatML, Llama-3, Llama-2/Mistral [INST]); apply the template yourself and "
-                     "give token ids as \"prompt_ids\" in --input JSONL";
-  if (has(t, "<|im_start|>") && has(t, "<|im_end|>")) {
+  const char* hint = " (recognised: ChatML, Qwen3, Llama-3, Llama-3.1+ without tools, Phi-3, Gemma, "
+                     "Llama-2/Mistral [INST]); apply the template yourself and give token ids as \"prompt_ids\" in "
+                     "--input JSONL";
+  if (has(t, "<|im_start|>") && has(t, "<|im_end|>") && (has(t, "enable_thinking") || has(t, "reasoning_content"))) {
+    c.kind_ = Kind::Qwen3;  // ChatML with <think> blocks for assistant turns after the last user query
+  } else if (has(t, "<|im_start|>") && has(t, "<|im_end|>")) {
     c.kind_ = Kind::ChatML;
     c.default_system_ = chatml_default_system(t);
+  } else if (has(t, "<|start_header_id|>") && has(t, "<|eot_id|>") && has(t, "Cutting Knowledge Date: December 2023\\n") &&
+             has(t, "Today Date: \" + date_string") && has(t, "system_message")) {
+    // Llama-3.1/3.2/3.3: a system turn with the knowledge/date lines always; tools are never passed here.
+    c.kind_ = Kind::Llama31;
+    c.today_ = has(t, "strftime_now");
+    c.fixed_date_ = llama31_fixed_date(t);
+    LA_CHECK(c.today_ || !c.fixed_date_.empty(), origin, ": Llama-3.1+ chat template without a date_string", hint);
   } else if (has(t, "<|start_header_id|>") && has(t, "<|eot_id|>")) {
     LA_CHECK(!has(t, "Cutting Knowledge Date") && !has(t, "strftime_now") && !has(t, "date_string"), origin,
-             ": Llama-3.1+ chat template with a date/tools system preamble is not supported", hint);
+             ": Llama-3.1+ chat template with a date/tools preamble in a form not recognised", hint);
     c.kind_ = Kind::Llama3;
     c.trim_ = has(t, "| trim") || has(t, "|trim") || has(t, ".strip()");  // Llama-3 trims; some derivatives do not
+  } else if (has(t, "'<|user|>") && has(t, "<|end|>") && !has(t, "'<|' + message['role']")) {
+    c.kind_ = Kind::Phi3;
+    c.phi_system_ = has(t, "'<|system|>");
+    c.phi_system_nonempty_ = has(t, "message['role'] == 'system' and message['content']");
+    c.phi_inline_ = has(t, "'<|end|>' + '\\n' + '<|assistant|>'");
+    c.phi_eos_ = has(t, "{{ eos_token }}");
+    c.phi_bos_ = has(t, "bos_token");
+  } else if (has(t, "<start_of_turn>") && has(t, "<end_of_turn>") && has(t, "| trim") &&
+             (has(t, "'model'") || has(t, "\"model\""))) {
+    c.kind_ = Kind::Gemma;
+    c.gemma_system_prefix_ = has(t, "first_user_prefix");
+    c.gemma_alternate_ = has(t, "Conversation roles must alternate");
   } else if (has(t, "[INST]") && has(t, "<<SYS>>")) {
     c.kind_ = Kind::Llama2;
   } else if (has(t, "[INST]") && !has(t, "system_message") && !has(t, "[AVAILABLE_TOOLS]") &&
@@ -134,7 +185,7 @@ ChatTemplate ChatTemplate::parse(const std::string& t, const std::string& bos, c
   }
   if (c.kind_ != Kind::ChatML && has(t, "bos_token"))
     LA_CHECK(!bos.empty(), origin, ": the ", c.name(), " chat template needs bos_token, which tokenizer_config.json lacks");
-  if ((c.kind_ == Kind::Llama2 || c.kind_ == Kind::Mistral) && has(t, "eos_token"))
+  if ((c.kind_ == Kind::Llama2 || c.kind_ == Kind::Mistral || c.kind_ == Kind::Phi3) && has(t, "eos_token"))
     LA_CHECK(!eos.empty(), origin, ": the ", c.name(), " chat template needs eos_token, which tokenizer_config.json lacks");
   return c;
 }
@@ -186,10 +237,98 @@ ChatTemplate ChatTemplate::load(const std::string& dir) {
   return parse(text, read_json_token(cfg, "bos_token"), read_json_token(cfg, "eos_token"), origin);
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& m, bool add_generation_prompt) const {
+std::string ChatTemplate::render(const std::vector<ChatMessage>& m, bool add_generation_prompt,
+                                 const ChatOptions& opt) const {
   LA_CHECK(!m.empty(), "chat: no messages");
   std::string out;
+  const size_t n = m.size();
   switch (kind_) {
+    case Kind::Qwen3: {  // Qwen3's template, minus the tools and tool-call branches (never used here)
+      if (m[0].role == "system") out += "<|im_start|>system\n" + m[0].content + "<|im_end|>\n";
+      size_t last_query = n - 1;  // the last user turn that is not a tool response
+      for (size_t k = n; k-- > 0;)
+        if (m[k].role == "user" && !(starts_with(m[k].content, "<tool_response>") &&
+                                     ends_with(m[k].content, "</tool_response>"))) {
+          last_query = k;
+          break;
+        }
+      for (size_t i = 0; i < n; ++i) {
+        const auto& x = m[i];
+        if (x.role == "user" || (x.role == "system" && i > 0)) {
+          out += "<|im_start|>" + x.role + "\n" + x.content + "<|im_end|>\n";
+        } else if (x.role == "assistant") {
+          std::string content = x.content, reasoning;
+          const size_t close = x.content.find("</think>");
+          if (close != std::string::npos) {
+            const size_t last = x.content.rfind("</think>");
+            content = lstrip_nl(x.content.substr(last + 8));
+            const std::string before = rstrip_nl(x.content.substr(0, close));
+            const size_t open = before.rfind("<think>");
+            reasoning = lstrip_nl(open == std::string::npos ? before : before.substr(open + 7));
+          }
+          if (i > last_query && (i == n - 1 || !reasoning.empty()))
+            out += "<|im_start|>assistant\n<think>\n" + rstrip_nl(lstrip_nl(reasoning)) + "\n</think>\n\n" +
+                   lstrip_nl(content);
+          else
+            out += "<|im_start|>assistant\n" + content;
+          out += "<|im_end|>\n";
+        }
+      }
+      if (add_generation_prompt) {
+        out += "<|im_start|>assistant\n";
+        if (!opt.enable_thinking) out += "<think>\n\n</think>\n\n";
+      }
+      break;
+    }
+    case Kind::Llama31: {
+      std::string date = opt.date_string;
+      if (date.empty() && today_) {  // transformers' strftime_now: the local date, "%d %b %Y"
+        char buf[64];
+        const time_t now = time(nullptr);
+        struct tm tmv;
+        localtime_r(&now, &tmv);
+        date = strftime(buf, sizeof buf, "%d %b %Y", &tmv) ? buf : "";
+      }
+      if (date.empty()) date = fixed_date_;
+      const size_t first = m[0].role == "system" ? 1 : 0;
+      out += bos_ + "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " +
+             date + "\n\n" + (first ? strip(m[0].content) : "") + "<|eot_id|>";
+      for (size_t i = first; i < n; ++i)
+        out += "<|start_header_id|>" + m[i].role + "<|end_header_id|>\n\n" + strip(m[i].content) + "<|eot_id|>";
+      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    }
+    case Kind::Phi3:
+      if (phi_bos_) out += bos_;
+      for (const auto& x : m) {
+        if (x.role == "system") {
+          if (phi_system_ && (!phi_system_nonempty_ || !x.content.empty()))
+            out += "<|system|>\n" + x.content + "<|end|>\n";
+        } else if (x.role == "user") {
+          out += "<|user|>\n" + x.content + "<|end|>\n" + (phi_inline_ ? "<|assistant|>\n" : "");
+        } else {
+          out += (phi_inline_ ? "" : "<|assistant|>\n") + x.content + "<|end|>\n";
+        }
+      }
+      if (!phi_inline_) out += add_generation_prompt ? "<|assistant|>\n" : phi_eos_ ? eos_ : "";
+      break;
+    case Kind::Gemma: {
+      size_t first = 0;
+      std::string prefix;
+      if (m[0].role == "system") {
+        LA_CHECK(gemma_system_prefix_, origin_, ": this Gemma chat template has no system role (System role not "
+                 "supported)");
+        prefix = m[0].content + "\n\n";
+        first = 1;
+      }
+      if (gemma_alternate_) check_alternates(m, first, origin_);
+      out += bos_;
+      for (size_t i = first; i < n; ++i)
+        out += "<start_of_turn>" + std::string(m[i].role == "assistant" ? "model" : m[i].role) + "\n" +
+               (i == first ? prefix : "") + strip(m[i].content) + "<end_of_turn>\n";
+      if (add_generation_prompt) out += "<start_of_turn>model\n";
+      break;
+    }
     case Kind::ChatML:
       if (!default_system_.empty() && m[0].role != "system")
         out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";

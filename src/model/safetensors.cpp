@@ -169,24 +169,52 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors(const
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     t.push_back({p + "input_layernorm.weight", {H}});
-    t.push_back({p + "self_attn.q_proj.weight", {Q, H}});
-    t.push_back({p + "self_attn.k_proj.weight", {KV, H}});
-    t.push_back({p + "self_attn.v_proj.weight", {KV, H}});
+    if (c.fused_qkv) {  // Phi-3
+      t.push_back({p + "self_attn.qkv_proj.weight", {Q + 2 * KV, H}});
+    } else {
+      t.push_back({p + "self_attn.q_proj.weight", {Q, H}});
+      t.push_back({p + "self_attn.k_proj.weight", {KV, H}});
+      t.push_back({p + "self_attn.v_proj.weight", {KV, H}});
+    }
     t.push_back({p + "self_attn.o_proj.weight", {H, Q}});
     if (c.attention_bias) {
       t.push_back({p + "self_attn.q_proj.bias", {Q}});
       t.push_back({p + "self_attn.k_proj.bias", {KV}});
       t.push_back({p + "self_attn.v_proj.bias", {KV}});
     }
+    if (c.qk_norm) {  // Qwen3, Gemma-3
+      t.push_back({p + "self_attn.q_norm.weight", {D}});
+      t.push_back({p + "self_attn.k_norm.weight", {D}});
+    }
     t.push_back({p + "post_attention_layernorm.weight", {H}});
-    t.push_back({p + "mlp.gate_proj.weight", {I, H}});
-    t.push_back({p + "mlp.up_proj.weight", {I, H}});
+    if (c.sandwich_norms) {  // Gemma-2/3
+      t.push_back({p + "pre_feedforward_layernorm.weight", {H}});
+      t.push_back({p + "post_feedforward_layernorm.weight", {H}});
+    }
+    if (c.fused_qkv) {
+      t.push_back({p + "mlp.gate_up_proj.weight", {2 * I, H}});
+    } else {
+      t.push_back({p + "mlp.gate_proj.weight", {I, H}});
+      t.push_back({p + "mlp.up_proj.weight", {I, H}});
+    }
     t.push_back({p + "mlp.down_proj.weight", {H, I}});
   }
   t.push_back({"model.norm.weight", {H}});
   if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {c.vocab, H}});
   return t;
 }
+
+namespace {
+// The config.json fields a tensor's expected shape comes from, so that a mismatch names them.
+const char* implied_by(const std::string& n) {
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("embed_tokens") || has("lm_head")) return "vocab_size, hidden_size";
+  if (has("q_norm") || has("k_norm")) return "head_dim";
+  if (has("norm")) return "hidden_size";
+  if (has("self_attn")) return "hidden_size, num_attention_heads, num_key_value_heads, head_dim";
+  return "hidden_size, intermediate_size";
+}
+}  // namespace
 
 void check_checkpoint(const SafetensorsCheckpoint& ck, const ModelConfig& c, const std::string& origin) {
   for (auto& [name, shape] : expected_tensors(c)) {
@@ -196,7 +224,8 @@ void check_checkpoint(const SafetensorsCheckpoint& ck, const ModelConfig& c, con
       std::string a, b;
       for (auto s : v.shape) a += (a.empty() ? "" : ",") + std::to_string(s);
       for (auto s : shape) b += (b.empty() ? "" : ",") + std::to_string(s);
-      fail(origin, ": tensor '", name, "' has shape [", a, "] but config.json implies [", b, "]");
+      fail(origin, ": tensor '", name, "' has shape [", a, "] but config.json implies [", b, "] (from ",
+           implied_by(name), ")");
     }
   }
 }

@@ -45,7 +45,8 @@ std::map<std::string, at::Tensor> random_tensors(const ModelConfig& cfg, uint64_
   for (auto& [n, shape] : expected_tensors(cfg)) {
     at::Tensor t = at::empty(shape, f32);
     if (n.find("norm") != std::string::npos) {
-      t.uniform_(0.8, 1.2, gen);
+      if (cfg.gemma_norms) t.uniform_(-0.2, 0.2, gen);  // Gemma scales by (1 + w)
+      else t.uniform_(0.8, 1.2, gen);
     } else if (n.find(".bias") != std::string::npos) {
       t.uniform_(-0.1, 0.1, gen);
     } else if (n == "model.embed_tokens.weight") {
@@ -96,15 +97,30 @@ void fuse(TorchWeights& W) {
     LayerW L;
     L.ln1 = get(p + "input_layernorm.weight");
     L.ln2 = get(p + "post_attention_layernorm.weight");
-    L.wqkv = at::cat({get(p + "self_attn.q_proj.weight"), get(p + "self_attn.k_proj.weight"),
-                      get(p + "self_attn.v_proj.weight")}, 0).contiguous();
+    // Phi-3's checkpoint holds them fused already (q|k|v, gate|up, in this order): kept under their own names.
+    L.wqkv = c.fused_qkv ? get(p + "self_attn.qkv_proj.weight").contiguous()
+                         : at::cat({get(p + "self_attn.q_proj.weight"), get(p + "self_attn.k_proj.weight"),
+                                    get(p + "self_attn.v_proj.weight")}, 0).contiguous();
     if (c.attention_bias)
       L.bqkv = at::cat({get(p + "self_attn.q_proj.bias"), get(p + "self_attn.k_proj.bias"),
                         get(p + "self_attn.v_proj.bias")}, 0).contiguous();
     L.wo = get(p + "self_attn.o_proj.weight");
     if (named.count(p + "self_attn.o_proj.bias")) L.bo = named[p + "self_attn.o_proj.bias"];
-    L.wgu = at::cat({get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")}, 0).contiguous();
+    L.wgu = c.fused_qkv ? get(p + "mlp.gate_up_proj.weight").contiguous()
+                        : at::cat({get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")}, 0).contiguous();
+    if (c.fused_qkv) {  // the map keeps the tensors the layer uses (contiguous() may have copied)
+      named[p + "self_attn.qkv_proj.weight"] = L.wqkv;
+      named[p + "mlp.gate_up_proj.weight"] = L.wgu;
+    }
     L.wd = get(p + "mlp.down_proj.weight");
+    if (c.qk_norm) {
+      L.qn = get(p + "self_attn.q_norm.weight");
+      L.kn = get(p + "self_attn.k_norm.weight");
+    }
+    if (c.sandwich_norms) {
+      L.ln_pre_ff = get(p + "pre_feedforward_layernorm.weight");
+      L.ln_post_ff = get(p + "post_feedforward_layernorm.weight");
+    }
     W.layers.push_back(std::move(L));
     for (auto n : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
                    "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias", "mlp.gate_proj.weight",
@@ -162,7 +178,7 @@ std::map<std::string, at::Tensor> hf_named(const TorchWeights& w) {
   std::map<std::string, at::Tensor> out = w.unfused;
   const ModelConfig& c = w.cfg;
   const int64_t Q = int64_t(c.heads) * c.head_dim, KV = int64_t(c.kv_heads) * c.head_dim;
-  for (int l = 0; l < c.layers; ++l) {
+  for (int l = 0; l < c.layers && !c.fused_qkv; ++l) {  // Phi-3's fused tensors are stored under their own names
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const auto& L = w.layers[l];
     out[p + "self_attn.q_proj.weight"] = L.wqkv.narrow(0, 0, Q);
@@ -222,9 +238,10 @@ void save_weights_hf(const TorchWeights& w, const std::string& dir) {
                         {"rope_theta", c.rope_theta},
                         {"attention_bias", c.attention_bias},
                         {"mlp_bias", false},
-                        {"hidden_act", "silu"},
+                        {"hidden_act", c.hidden_act},
                         {"tie_word_embeddings", c.tie_word_embeddings},
                         {"bos_token_id", c.bos_id},
+                        {"pad_token_id", nullptr},  // not used; else Phi3Config defaults it to 32000, past small vocabularies
                         {"eos_token_id", c.eos_ids.size() == 1 ? nlohmann::json(c.eos_ids[0]) : nlohmann::json(c.eos_ids)},
                         {"torch_dtype", "float32"}};
   if (!c.rope_scaling.type.empty())
@@ -235,6 +252,27 @@ void save_weights_hf(const TorchWeights& w, const std::string& dir) {
                            {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
   else
     cfg["rope_scaling"] = nullptr;
+  // The features beyond Llama, in the fields transformers reads (so that transformers loads the same model).
+  if (c.rotary() != c.head_dim) cfg["partial_rotary_factor"] = static_cast<double>(c.rotary()) / c.head_dim;
+  const bool gemma = c.architecture == "Gemma2ForCausalLM" || c.architecture == "Gemma3ForCausalLM";
+  if (gemma) {
+    cfg["hidden_activation"] = c.hidden_act;
+    const double q = c.query_pre_attn_scalar;  // transformers' config wants an int here (256)
+    cfg["query_pre_attn_scalar"] = q == std::floor(q) ? nlohmann::json(static_cast<int64_t>(q)) : nlohmann::json(q);
+    cfg["attn_logit_softcapping"] = c.attn_softcap > 0 ? nlohmann::json(c.attn_softcap) : nlohmann::json(nullptr);
+    cfg["final_logit_softcapping"] = c.final_softcap > 0 ? nlohmann::json(c.final_softcap) : nlohmann::json(nullptr);
+    if (c.local_rope_theta > 0) cfg["rope_local_base_freq"] = c.local_rope_theta;
+  }
+  if (c.any_sliding()) {
+    cfg["sliding_window"] = c.sliding_window;
+    cfg["use_sliding_window"] = true;  // Qwen2/3 read the window only with this
+    nlohmann::json types = nlohmann::json::array();
+    for (int l = 0; l < c.layers; ++l) types.push_back(c.is_sliding(l) ? "sliding_attention" : "full_attention");
+    // Mistral and Phi-3 window every layer and have no layer_types (transformers warns about one).
+    if (c.architecture != "MistralForCausalLM" && c.architecture != "Phi3ForCausalLM") cfg["layer_types"] = types;
+  } else {
+    cfg["sliding_window"] = nullptr;
+  }
   write_file_atomic(dir + "/config.json", cfg.dump(2));
   write_file_atomic(dir + "/generation_config.json",
                     nlohmann::json{{"bos_token_id", c.bos_id}, {"eos_token_id", c.eos_ids}}.dump(2));

@@ -14,9 +14,12 @@
 
 namespace la {
 
-// One decoder layer's weights (q/k/v and gate/up fused, so each step reads them in one GEMM).
+// One decoder layer's weights (q/k/v and gate/up fused, so each step reads them in one GEMM). Optional (undefined
+// unless the architecture has them): qn/kn the per-head q/k norms (Qwen3, Gemma-3), ln_pre_ff/ln_post_ff the
+// norms around the MLP (Gemma-2/3, where ln2 is the norm of the attention output).
 struct LayerW {
   at::Tensor ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd;
+  at::Tensor qn, kn, ln_pre_ff, ln_post_ff;
 };
 
 // Every weight of a model on one device in one dtype. Shared (read-only) by every replica forked from a model.

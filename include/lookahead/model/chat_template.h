@@ -13,9 +13,15 @@ struct ChatMessage {
   std::string content;
 };
 
+// Template variables beyond the messages (transformers passes extra apply_chat_template kwargs to the template).
+struct ChatOptions {
+  bool enable_thinking = true;  // Qwen3: false renders the empty <think></think> block after the generation prompt
+  std::string date_string;      // Llama-3.1+: "Today Date: ..." (""; the template's own: today, or its fixed date)
+};
+
 class ChatTemplate {
  public:
-  enum class Kind { ChatML, Llama3, Llama2, Mistral };
+  enum class Kind { ChatML, Llama3, Llama2, Mistral, Qwen3, Llama31, Phi3, Gemma };
   // Recognises `jinja`; throws la::Error naming `origin` if it is not a known format.
   static ChatTemplate parse(const std::string& jinja, const std::string& bos_token, const std::string& eos_token,
                             const std::string& origin);
@@ -26,7 +32,8 @@ class ChatTemplate {
 
   // The prompt text (special tokens as text: encode it without adding BOS). Throws on messages the format
   // cannot express (e.g. roles that do not alternate where the template requires it).
-  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
+                     const ChatOptions& options = {}) const;
   Kind kind() const { return kind_; }
   std::string name() const;
   // The system prompt the template inserts when the conversation has none ("" if it inserts none).
@@ -36,6 +43,14 @@ class ChatTemplate {
   Kind kind_ = Kind::ChatML;
   std::string bos_, eos_, default_system_, origin_;
   bool trim_ = true;  // Llama-3: message contents are trimmed
+  // Llama-3.1+: the date line (fixed, or today's date when the template calls strftime_now).
+  std::string fixed_date_;
+  bool today_ = false;
+  // Phi-3 variants: system turns (and only non-empty ones), the assistant header after each user turn
+  // (Phi-3-medium), eos when there is no generation prompt, a leading bos.
+  bool phi_system_ = true, phi_system_nonempty_ = false, phi_inline_ = false, phi_eos_ = true, phi_bos_ = false;
+  // Gemma: Gemma-3 folds a system message into the first user turn, Gemma-2 refuses it; roles must alternate.
+  bool gemma_system_prefix_ = false, gemma_alternate_ = true;
 };
 
 // Validates a JSON "messages" array: non-empty, objects with string "role" (system, user or assistant) and

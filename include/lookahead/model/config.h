@@ -1,4 +1,5 @@
-// Llama-family model configuration (config.json + generation_config.json). No libtorch.
+// Decoder-only model configuration (config.json + generation_config.json) of the Llama family and its relatives
+// (Mistral, Qwen2/3, Phi-3, Gemma-2/3): one struct whose feature fields say how each differs from Llama. No libtorch.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,8 +36,32 @@ struct ModelConfig {
   std::vector<int> eos_ids{2};
   std::string source_dtype = "float32";
 
-  // Validates sizes; throws la::Error naming the offending field.
-  void validate() const;
+  // ---- features beyond Llama (all off for Llama, Mistral without a window, Qwen2) ----
+  bool qk_norm = false;          // Qwen3, Gemma-3: RMSNorm of each head's q and k (q_norm, k_norm) before RoPE
+  bool fused_qkv = false;        // Phi-3: the checkpoint holds self_attn.qkv_proj and mlp.gate_up_proj
+  int rotary_dim = 0;            // dims of each head RoPE rotates (head_dim x partial_rotary_factor); 0: head_dim
+  std::string hidden_act = "silu";  // silu | gelu_pytorch_tanh (Gemma's GeGLU)
+  bool gemma_norms = false;      // Gemma: RMSNorm scales by (1 + w) in fp32; embeddings are scaled by sqrt(hidden)
+  bool sandwich_norms = false;   // Gemma-2/3: post_attention_layernorm on the attention output, and
+                                 // pre_/post_feedforward_layernorm around the MLP
+  double query_pre_attn_scalar = 0;  // Gemma: attention scale 1/sqrt(this); 0: 1/sqrt(head_dim)
+  double attn_softcap = 0;       // Gemma-2: scores = cap * tanh(scores / cap); 0: off
+  double final_softcap = 0;      // Gemma-2: the same on the logits; 0: off
+  int sliding_window = 0;        // sliding layers attend to keys at positions > pos - sliding_window; 0: none
+  std::vector<uint8_t> sliding_layers;  // per layer, 1 = a sliding-window layer (empty: none)
+  double local_rope_theta = 0;   // Gemma-3: RoPE base of the sliding layers, unscaled (0: as the full layers)
+
+  int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  bool is_sliding(int layer) const {
+    return sliding_window > 0 && layer >= 0 && layer < static_cast<int>(sliding_layers.size()) && sliding_layers[layer];
+  }
+  bool any_sliding() const;
+  // The features of this config that a forward may lack (e.g. "sliding window, attention soft-capping"); "" for a
+  // plain Llama. Forwards that do not implement them name them when refusing the model.
+  std::string features() const;
+
+  // Validates sizes; throws la::Error naming the offending field, prefixed with `origin` (the file).
+  void validate(const std::string& origin = "config") const;
   bool is_eos(int id) const;
   // Parameter count (weights only).
   int64_t parameter_count() const;
