@@ -14,7 +14,7 @@ namespace {
 class PromptLookupStrategy : public Strategy {
  public:
   explicit PromptLookupStrategy(const StrategyOptions& opt)
-      : num_tokens_(opt.pl_num_tokens), index_(opt.pl_min_ngram, opt.pl_max_ngram) {}
+      : num_tokens_(opt.pl.num_tokens), index_(opt.pl.min_ngram, opt.pl.max_ngram) {}
 
   std::string name() const override { return "prompt-lookup"; }
 
@@ -71,13 +71,20 @@ std::unique_ptr<Strategy> make_prompt_lookup_strategy(const StrategyOptions& opt
   return std::make_unique<PromptLookupStrategy>(opt);
 }
 
-void validate_prompt_lookup_options(const StrategyOptions& o) {
-  LA_CHECK(o.pl_min_ngram >= 1 && o.pl_min_ngram <= 64, "--pl-min-ngram must be in [1, 64] (got ", o.pl_min_ngram,
+void add_prompt_lookup_flags(StrategyFlags& f, StrategyOptions& o) {
+  f.add("pl-min-ngram", &o.pl.min_ngram, "prompt-lookup: shortest suffix to match");
+  f.add("pl-max-ngram", &o.pl.max_ngram, "prompt-lookup: longest suffix to match");
+  f.add("pl-num-tokens", &o.pl.num_tokens, "prompt-lookup: tokens proposed per step");
+}
+
+void validate_prompt_lookup_options(const StrategyOptions& so) {
+  const PromptLookupOptions& o = so.pl;
+  LA_CHECK(o.min_ngram >= 1 && o.min_ngram <= 64, "--pl-min-ngram must be in [1, 64] (got ", o.min_ngram,
            ")");
-  LA_CHECK(o.pl_max_ngram >= o.pl_min_ngram && o.pl_max_ngram <= 64,
-           "--pl-max-ngram must be in [--pl-min-ngram, 64] = [", o.pl_min_ngram, ", 64] (got ", o.pl_max_ngram, ")");
-  LA_CHECK(o.pl_num_tokens >= 0 && o.pl_num_tokens <= 256, "--pl-num-tokens must be in [0, 256] (got ",
-           o.pl_num_tokens, ")");
+  LA_CHECK(o.max_ngram >= o.min_ngram && o.max_ngram <= 64,
+           "--pl-max-ngram must be in [--pl-min-ngram, 64] = [", o.min_ngram, ", 64] (got ", o.max_ngram, ")");
+  LA_CHECK(o.num_tokens >= 0 && o.num_tokens <= 256, "--pl-num-tokens must be in [0, 256] (got ",
+           o.num_tokens, ")");
 }
 
 }  // namespace la

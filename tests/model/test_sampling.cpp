@@ -89,10 +89,10 @@ std::vector<StrategyOptions> strategies() {
     StrategyOptions o;
     o.name = n;
     if (o.name == "lade") {  // small pool so that candidates exist early
-      o.window = 5;
-      o.ngram = 3;
-      o.guesses = 5;
-      o.pool_from_prompt = true;
+      o.lade.window = 5;
+      o.lade.ngram = 3;
+      o.lade.guesses = 5;
+      o.lade.pool_from_prompt = true;
     }
     v.push_back(o);
   }
