@@ -121,6 +121,9 @@ class LadeStrategy final : public Strategy {
     cands_.clear();
     return std::min(3, pool_.lookup_into(seq.back(), std::min(G_, 3), cands_));
   }
+  std::string draft_context_label(int c) const override {
+    return std::to_string(c) + (c == 3 ? "+" : "") + " pool n-grams";
+  }
   int lookahead_nodes(int budget) const override {
     return window_columns(std::min(budget, max_draft_budget())) * (N_ - 1);  // levels once warmed up
   }

@@ -50,6 +50,10 @@ class PromptLookupStrategy : public Strategy {
     return chain_.empty() ? 0 : std::min(4, index_.last_match_length());
   }
 
+  std::string draft_context_label(int c) const override {
+    return c == 0 ? "no match" : "match " + std::to_string(c) + (c == 4 ? "+" : "");
+  }
+
   std::map<std::string, double> counters() const override {
     return {{"pl_steps", static_cast<double>(steps_)},
             {"pl_hit_steps", static_cast<double>(hits_)},

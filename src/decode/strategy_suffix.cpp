@@ -115,6 +115,12 @@ class SuffixStrategy final : public Strategy {
     return c;
   }
 
+  std::string draft_context_label(int c) const override {
+    static const char* kLabels[kClasses] = {"E[acc] 0",     "E[acc] (0,0.5]", "E[acc] (0.5,1]", "E[acc] (1,2]",
+                                            "E[acc] (2,4]", "E[acc] (4,8]",   "E[acc] > 8"};
+    return kLabels[std::clamp(c, 0, kClasses - 1)];
+  }
+
   std::map<std::string, double> counters() const override {
     std::map<std::string, double> c = {
         {"suffix_steps", static_cast<double>(steps_)},

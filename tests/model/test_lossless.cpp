@@ -45,6 +45,10 @@ std::vector<Case> cases() {
   add("prompt_lookup", [](auto& o) { o.name = "prompt-lookup"; });
   add("prompt_lookup_1_1_1", [](auto& o) { o.name = "prompt-lookup"; o.pl.min_ngram = 1; o.pl.max_ngram = 1; o.pl.num_tokens = 1; });
   add("prompt_lookup_2_5_20", [](auto& o) { o.name = "prompt-lookup"; o.pl.min_ngram = 2; o.pl.max_ngram = 5; o.pl.num_tokens = 20; });
+  add("suffix_default", [](auto& o) { o.name = "suffix"; });
+  add("suffix_d4_t4_p03", [](auto& o) { o.name = "suffix"; o.suffix.depth = 4; o.suffix.max_tokens = 4; o.suffix.factor = 1; o.suffix.min_prob = 0.3; });
+  add("suffix_local_only_t64", [](auto& o) { o.name = "suffix"; o.suffix.global_mb = 0; o.suffix.max_tokens = 64; o.suffix.depth = 64; o.suffix.factor = 8; o.suffix.min_prob = 0; });
+  add("suffix_t0", [](auto& o) { o.name = "suffix"; o.suffix.max_tokens = 0; }, Case::Never);
   return c;
 }
 
@@ -105,7 +109,8 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
     auto want = run_all(*m, *ar, ps, gp);
     for (const auto& c : cases()) {
       if (c.label != "jacobi_16" && c.label != "lade_default" && c.label != "lade_N4_W7_G7_prompt" &&
-          c.label != "trie_default" && c.label != "trie_parallel" && c.label != "prompt_lookup")
+          c.label != "trie_default" && c.label != "trie_parallel" && c.label != "prompt_lookup" &&
+          c.label != "suffix_default")
         continue;
       for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
         auto s = make_strategy(c.opt);
@@ -134,7 +139,7 @@ TEST(LosslessContext, NearContextLimit) {
   gp.max_new_tokens = 0;  // until eos or the context limit
   auto ar = make_ar_strategy();
   auto want = run_all(*m, *ar, ps, gp);
-  for (auto name : {"lade", "trie", "jacobi", "prompt-lookup"}) {
+  for (auto name : {"lade", "trie", "jacobi", "prompt-lookup", "suffix"}) {
     StrategyOptions o;
     o.name = name;
     auto s = make_strategy(o);

@@ -85,7 +85,7 @@ double worst_ratio(const std::vector<std::vector<int32_t>>& x, const std::vector
 
 std::vector<StrategyOptions> strategies() {
   std::vector<StrategyOptions> v;
-  for (auto n : {"jacobi", "lade", "trie", "prompt-lookup"}) {
+  for (auto n : {"jacobi", "lade", "trie", "prompt-lookup", "suffix"}) {
     StrategyOptions o;
     o.name = n;
     if (o.name == "lade") {  // small pool so that candidates exist early
