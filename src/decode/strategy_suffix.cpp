@@ -23,7 +23,8 @@
 //
 // Draft context for the controller (Strategy::draft_context): the expected accepted tokens of the draft, in
 // classes 0, (0, 0.5], (0.5, 1], (1, 2], (2, 4], (4, 8], > 8, so a long confident match and a weak guess are
-// judged on their own statistics. The match length of each step is counted per class (counters).
+// judged on their own statistics; and "chain": a draft right after a step that accepted 2 or more tokens (copying
+// a span accepts long runs step after step). The match length of each step is counted per class (counters).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -35,7 +36,7 @@
 namespace la {
 namespace {
 
-constexpr int kClasses = 7;
+constexpr int kClasses = 8;  // 7 score classes, then "chain"
 
 int score_class(double s) {
   if (s <= 0) return 0;
@@ -68,6 +69,7 @@ class SuffixStrategy final : public Strategy {
     finish_pending();
     local_.clear();
     indexed_.clear();
+    chained_ = false;
     sync(prompt);
     prompt_len_ = prompt.size();
     active_ = true;
@@ -90,6 +92,7 @@ class SuffixStrategy final : public Strategy {
               const Verdict& verdict) override {
     const int m = verdict.path.empty() ? 0 : static_cast<int>(verdict.path.size()) - 1;
     accepted_ += m;
+    chained_ = m >= 2;
   }
 
   void end_request(const std::vector<int32_t>& seq) override {
@@ -110,14 +113,14 @@ class SuffixStrategy final : public Strategy {
   int draft_context(const std::vector<int32_t>& seq) override {
     if (opt_.max_tokens <= 0 || seq.empty()) return 0;
     const SuffixDraft& d = best_draft(seq, opt_.depth);
-    const int c = score_class(d.score);
+    const int c = d.score > 0 && chained_ ? kClasses - 1 : score_class(d.score);
     ++match_hist_[c][std::min(d.match_length, 16)];
     return c;
   }
 
   std::string draft_context_label(int c) const override {
     static const char* kLabels[kClasses] = {"E[acc] 0",     "E[acc] (0,0.5]", "E[acc] (0.5,1]", "E[acc] (1,2]",
-                                            "E[acc] (2,4]", "E[acc] (4,8]",   "E[acc] > 8"};
+                                            "E[acc] (2,4]", "E[acc] (4,8]",   "E[acc] > 8",     "chain"};
     return kLabels[std::clamp(c, 0, kClasses - 1)];
   }
 
@@ -195,6 +198,7 @@ class SuffixStrategy final : public Strategy {
   int cached_depth_ = -1;
   size_t prompt_len_ = 0, loaded_ = 0;
   bool active_ = false;
+  bool chained_ = false;  // the last step accepted 2 or more draft tokens
   uint64_t steps_ = 0, hits_ = 0, from_global_ = 0, proposed_ = 0, accepted_ = 0;
   uint64_t match_hist_[kClasses][17] = {};
 };
