@@ -9,8 +9,8 @@ traces, for our trie, suffix and prompt lookup (build/tests/la_replay_acceptance
    by the engine once (cached in OUT_DIR/traces.jsonl; greedy ids are the same for every strategy).
 2. Replay, per set, budget (8, 16, 32) and mode: cold (a fresh strategy/cache per request) and warm (one strategy or
    cache over the set's requests in order: earlier outputs in the trie or the global tree). The budget is the same
-   cap on draft nodes per step for everyone: trie --decoding-length, suffix --suffix-max-tokens, prompt lookup
-   --pl-num-tokens, arctic max_spec_tokens (tree speculation on, its defaults otherwise: max_spec_factor 1,
+   cap on draft nodes per step for everyone (ours: the controller's budget, Strategy::set_draft_budget, with
+   --suffix-max-tokens / --pl-num-tokens raised to it; the trie keeps decoding length 64), arctic max_spec_tokens (tree speculation on, its defaults otherwise: max_spec_factor 1,
    min_token_prob 0.1, max_tree_depth 24 as vLLM's).
 Prints a markdown table and writes OUT_DIR/acceptance.json.
 """
@@ -41,31 +41,44 @@ def load_sets(shared, n):
         if len(cnn) == n:
             break
     sets["cnn-dm"] = cnn
-    sets["spec-bench"] = [chat(json.loads(l)["turns"][0]) for l in open(os.path.join(d, "spec_bench/question.jsonl"))][:n]
+    # Spec-Bench's own categories (its first 80 questions are MT-Bench's): translation, summarization, qa,
+    # math_reasoning, rag (80 each, in that order), taken round-robin.
+    sb = [json.loads(l)["turns"][0] for l in open(os.path.join(d, "spec_bench/question.jsonl"))]
+    sets["spec-bench"] = [chat(sb[80 + 80 * (i % 5) + i // 5]) for i in range(n)]
     return sets
 
 
 def traces(lookahead, model, sets, out_dir, max_new, threads):
+    """Greedy traces of every prompt, kept in OUT_DIR/traces.jsonl; only prompts without a trace are decoded."""
     path = os.path.join(out_dir, "traces.jsonl")
-    want = sum(len(v) for v in sets.values())
-    if os.path.exists(path) and sum(1 for _ in open(path)) == want:
-        return path
+    have = {json.loads(l)["id"] for l in open(path)} if os.path.exists(path) else set()
     inp = os.path.join(out_dir, "prompts.jsonl")
+    todo = 0
     with open(inp, "w") as f:
         for name, recs in sets.items():
             for i, r in enumerate(recs):
-                f.write(json.dumps({"id": f"{name}-{i}", **r}) + "\n")
-    cmd = [lookahead, "generate", "--model", model, "--input", inp, "--output", path, "--overwrite",
+                if f"{name}-{i}" not in have:
+                    f.write(json.dumps({"id": f"{name}-{i}", **r}) + "\n")
+                    todo += 1
+    if todo == 0:
+        return path
+    new = os.path.join(out_dir, "traces.new.jsonl")
+    cmd = [lookahead, "generate", "--model", model, "--input", inp, "--output", new, "--overwrite",
            "--max-new-tokens", str(max_new), "--strategy", "prompt-lookup", "--quiet"]
     if threads:
         cmd += ["--threads", str(threads)]
     subprocess.run(cmd, check=True)
+    with open(path, "a") as f:
+        f.write(open(new).read())
     return path
 
 
 def ours(replay, trace_file, strategy, budget, cold):
-    flag = {"trie": "--decoding-length", "suffix": "--suffix-max-tokens", "prompt-lookup": "--pl-num-tokens"}[strategy]
-    cmd = [replay, "--input", trace_file, "--strategy", strategy, "--budget", str(budget), flag, str(budget)]
+    # The budget caps the plan (Strategy::set_draft_budget); the flags only lift the fixed caps below it. The trie
+    # keeps its default decoding length 64 (its capacity, 32 x decoding length, would shrink with a smaller one).
+    flag = {"trie": [], "suffix": ["--suffix-max-tokens", str(budget)],
+            "prompt-lookup": ["--pl-num-tokens", str(budget)]}[strategy]
+    cmd = [replay, "--input", trace_file, "--strategy", strategy, "--budget", str(budget)] + flag
     if cold:
         cmd.append("--cold")
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["mean_accepted"]
