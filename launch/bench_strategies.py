@@ -36,7 +36,7 @@ OFF, ON = ["--adaptive", "off"], ["--adaptive", "on"]
 # (label, strategy, options): defaults, a small LADE window that suits a CPU, each fixed and adaptive
 strategies = [("ar", "ar", OFF)]
 for name, strat, opts in [("jacobi", "jacobi", []), ("lade", "lade", []), ("lade-W5N4G5", "lade", W5),
-                          ("trie", "trie", []), ("prompt-lookup", "prompt-lookup", [])]:
+                          ("trie", "trie", []), ("prompt-lookup", "prompt-lookup", []), ("suffix", "suffix", [])]:
     strategies += [(name, strat, opts + OFF), (name + "+a", strat, opts + ON)]
 if os.environ.get("OUROBOROS") == "1":  # slow on CPU: the draft model is as large as the target
     dm = ["--draft-model", os.path.join(shared, "models/llama2xs")]

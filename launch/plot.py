@@ -4,7 +4,7 @@ environment on first use: run it with the torch venv's python, as the bench scri
   plot.py real        TABLE PNG   launch/bench-real.sh output: end-to-end tokens/s per strategy and transformers
   plot.py strategies  TABLE PNG   launch/bench.sh (bench_strategies.py) output: tokens/s and S per strategy
   plot.py forward     TABLE PNG   `lookahead bench-forward` output (one or more runs): step cost against T
-  plot.py acceptance  TABLE PNG   launch/bench_acceptance.py output: accepted tokens per step against budget
+  plot.py acceptance  TABLE PNG   launch/bench_budget_acceptance.py output: accepted tokens per step against budget
   plot.py demo        TABLE PNG   launch/demo.sh output, part 3: S and tokens/s over the batch
 
 A title line can be given with TITLE=...; the command that made the table belongs in the caption beside the PNG.

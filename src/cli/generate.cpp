@@ -59,6 +59,7 @@ int cmd_generate(int argc, char** argv) {
     serve_rank_zero(*ranks.comm, *m.model, dopt.group, ranks);
     return 0;
   }
+  set_strategy_identity(o, m);
   auto strategy = make_strategy(o.strategy, m.draft.get());
   if (!o.quiet) print_loaded(ranks, *m.model, *strategy, seconds_since(t0));
 

@@ -1,7 +1,9 @@
 #include "generate_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <sstream>
 
 #include "cli.h"
 #include "lookahead/model/model_path.h"
@@ -53,37 +55,55 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
       ("allow-empty-prompt", po::bool_switch(&o.allow_empty), "accept empty prompts (generation starts from BOS)");
 }
 
+// Binds the registry's strategy flags to Boost.Program_options; each flag's default is the value it points at.
+class BoostStrategyFlags final : public StrategyFlags {
+ public:
+  explicit BoostStrategyFlags(po::options_description& d) : d_(d) {}
+  void add(const std::string& f, int* v, const std::string& h) override { bind(f, v, h); }
+  void add(const std::string& f, int64_t* v, const std::string& h) override { bind(f, v, h); }
+  void add(const std::string& f, double* v, const std::string& h) override {
+    std::ostringstream text;  // 0.1, not 0.10000000000000001
+    text << *v;
+    d_.add_options()(f.c_str(), po::value(v)->default_value(*v, text.str()), h.c_str());
+  }
+  void add(const std::string& f, std::string* v, const std::string& h) override { bind(f, v, h); }
+  void add_switch(const std::string& f, bool* v, const std::string& h) override {
+    d_.add_options()(f.c_str(), po::bool_switch(v), h.c_str());
+  }
+
+ private:
+  template <class T>
+  void bind(const std::string& f, T* v, const std::string& h) {
+    d_.add_options()(f.c_str(), po::value(v)->default_value(*v), h.c_str());
+  }
+  po::options_description& d_;
+};
+
 void add_strategy_options(po::options_description& d, StrategyOptions& s) {
+  static const std::string names = strategy_names();
   d.add_options()
-      ("strategy", po::value(&s.name)->default_value("ar"),
-       "ar | jacobi | lade | trie | prompt-lookup | ouroboros")
-      ("draft-seed", po::value(&s.seed)->default_value(0), "seed of draft-state randomness (LADE/Jacobi init)")
-      ("jacobi-block", po::value(&s.jacobi_block)->default_value(16), "jacobi: guessed future tokens per step")
-      ("window", po::value(&s.window)->default_value(15), "lade: window W (lookahead columns)")
-      ("ngram", po::value(&s.ngram)->default_value(5), "lade: n-gram size N (N-1 window levels)")
-      ("guesses", po::value(&s.guesses)->default_value(15), "lade: G, max verification n-grams per step and per key")
-      ("pool-from-prompt", po::bool_switch(&s.pool_from_prompt), "lade: seed the n-gram pool with prompt n-grams")
-      ("decoding-length", po::value(&s.decoding_length)->default_value(64), "trie: draft tokens per step")
-      ("branch-length", po::value(&s.branch_length)->default_value(12), "trie: branch length")
-      ("trie-capacity", po::value(&s.trie_capacity)->default_value(0), "trie: node budget (0: 32 x decoding length)")
-      ("trie-mode", po::value(&s.trie_mode)->default_value("hierarchical"), "trie: hierarchical | parallel")
-      ("trie-state", po::value(&s.trie_state)->default_value(""), "trie: state file loaded at start, saved at exit")
-      ("pl-min-ngram", po::value(&s.pl_min_ngram)->default_value(1), "prompt-lookup: shortest suffix to match")
-      ("pl-max-ngram", po::value(&s.pl_max_ngram)->default_value(4), "prompt-lookup: longest suffix to match")
-      ("pl-num-tokens", po::value(&s.pl_num_tokens)->default_value(10), "prompt-lookup: tokens proposed per step")
-      ("draft-model", po::value(&s.draft_model)->default_value(""), "ouroboros: draft model directory or random:")
-      ("gamma", po::value(&s.gamma)->default_value(12), "ouroboros: draft tokens per round")
-      ("draft-window", po::value(&s.draft_window)->default_value(20), "ouroboros: draft model's LADE window")
-      ("draft-guesses", po::value(&s.draft_guesses)->default_value(20), "ouroboros: draft model's LADE guesses")
-      ("draft-ngram", po::value(&s.draft_ngram)->default_value(7), "ouroboros: draft model's LADE n-gram size")
-      ("extensions", po::value(&s.extensions)->default_value(3), "ouroboros: K phrase extensions verified per step")
-      ("pool-state", po::value(&s.pool_state)->default_value(""), "ouroboros: phrase pool file loaded/saved")
+      ("strategy", po::value(&s.name)->default_value(s.name), names.c_str())
+      ("draft-seed", po::value(&s.seed)->default_value(s.seed), "seed of draft-state randomness (LADE/Jacobi init)");
+  BoostStrategyFlags flags(d);
+  for (const auto& e : strategy_registry()) e.flags(flags, s);
+  d.add_options()
       ("adaptive", po::value<std::string>()->default_value("on")->notifier([&s](const std::string& v) {
          LA_CHECK(v == "on" || v == "off", "invalid --adaptive '", v, "' (expected on or off)");
          s.adaptive = v == "on";
        }),
        "on | off: choose each step's draft size (0 = plain step) from a cost model calibrated at load and measured "
        "acceptance; the strategy's parameters are upper bounds");
+}
+
+// --help's list of strategies, from the registry.
+std::string strategies_help() {
+  std::string h = "\nStrategies (--strategy):\n";
+  for (const auto& e : strategy_registry()) {
+    std::string n = e.name;
+    n.resize(std::max<size_t>(n.size() + 2, 16), ' ');
+    h += "  " + n + e.help + "\n";
+  }
+  return h;
 }
 
 void check_inputs(const GenerateOptions& o) {
@@ -130,7 +150,7 @@ bool parse_generate_options(int argc, char** argv, GenerateOptions& o) {
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, d), vm);
   if (vm.count("help")) {
-    std::cout << d << "\nExamples:\n  lookahead generate --model ../shared/models/stories260K --prompt 'Once upon a time'"
+    std::cout << d << strategies_help() << "\nExamples:\n  lookahead generate --model ../shared/models/stories260K --prompt 'Once upon a time'"
                       " --strategy lade\n  lookahead generate --model DIR --input prompts.jsonl --output out.jsonl"
                       " --strategy trie --decoding-length 64\n" << kBatchHelp;
     return false;
@@ -150,8 +170,8 @@ void check_generate_options(GenerateOptions& o) {
   o.load.model = resolve_model_path(o.load.model, "--model");
   if (!o.tokenizer_dir.empty() && o.tokenizer_dir != "bytes")
     o.tokenizer_dir = resolve_model_path(o.tokenizer_dir, "--tokenizer");
-  if (!o.strategy.draft_model.empty())
-    o.strategy.draft_model = resolve_model_path(o.strategy.draft_model, "--draft-model");
+  if (!o.strategy.ouroboros.draft_model.empty())
+    o.strategy.ouroboros.draft_model = resolve_model_path(o.strategy.ouroboros.draft_model, "--draft-model");
   check_inputs(o);
   check_sampling(o.gen, o.seed);
   o.gen.sample.seed = static_cast<uint64_t>(o.seed);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "lookahead/model/selfcheck.h"
 #include "lookahead/util/files.h"
@@ -20,7 +21,17 @@ json adaptive_stats(const RunReport& r) {
   auto& fwd = r.adaptive.cost->forward();
   for (int b : fwd.buckets()) cm[std::to_string(b)] = fwd.seconds(b) * 1e3;
   a["forward_ms_by_tokens"] = cm;
-  a["ladder"] = r.adaptive.controller->ladder();
+  const DraftController& c = *r.adaptive.controller;
+  a["ladder"] = c.ladder();
+  // Chosen budgets against what the strategy saw before planning (its context classes: match length, ...).
+  json by = json::object();
+  for (int k = 0; k < c.contexts(); ++k) {
+    json h = json::object();
+    for (int l = 0; l < static_cast<int>(c.ladder().size()); ++l)
+      if (c.context_steps(k, l) > 0) h[std::to_string(c.ladder()[l])] = c.context_steps(k, l);
+    if (!h.empty()) by[r.strategy.draft_context_label(k)] = h;
+  }
+  a["budget_by_context"] = by;
   return a;
 }
 
@@ -129,6 +140,30 @@ void write_stats_file(const RunReport& r) {
   write_file_atomic(r.o.stats_path, s.dump(2));
 }
 
+// When the controller kept most steps plain, say so and why: what a draft step costs here in plain steps, what it
+// was expected to accept (it pays when 1 + accepted > cost), and what --adaptive off would do instead.
+static void print_mostly_plain(const RunReport& r) {
+  const AdaptiveCounters& b = r.loop.total.budgets;
+  if (!r.adaptive.controller || b.steps == 0 || b.plain_steps * 2 <= b.steps) return;
+  const DraftController& c = *r.adaptive.controller;
+  const StepCostModel& cost = *r.adaptive.cost;
+  const std::vector<int>& ladder = c.ladder();
+  if (ladder.size() < 2) return;
+  const double plain = cost.step_seconds(1);
+  auto rel = [&](int budget) { return cost.step_seconds(1 + budget + r.strategy.lookahead_nodes(budget)) / plain; };
+  const int b1 = ladder[1], top = ladder.back();
+  const double e1 = c.acceptance().expected_accepted(1);
+  const double et = c.acceptance().expected_accepted(static_cast<int>(ladder.size()) - 1);
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(2) << r.tag << "adaptive: " << std::setprecision(0)
+       << 100.0 * double(b.plain_steps) / double(b.steps) << "% of steps were plain: " << std::setprecision(2)
+       << "a draft of " << b1 << " token(s) costs " << rel(b1) << " plain steps here and was expected to accept "
+       << e1 << " (it pays above " << rel(b1) - 1 << "); " << top << " costs " << rel(top) << " for an expected "
+       << et << ". --adaptive off would draft " << top << " every step (" << r.strategy.name()
+       << "'s fixed parameters)\n";
+  std::cerr << line.str();
+}
+
 void print_summary(const RunReport& r) {
   if (r.o.quiet) return;
   const RequestStats& total = r.loop.total;
@@ -136,6 +171,7 @@ void print_summary(const RunReport& r) {
             << total.steps << " steps (S = " << std::setprecision(2) << total.compression() << "), "
             << std::setprecision(3) << total.seconds << " s, " << std::setprecision(1) << total.tokens_per_s()
             << " tokens/s\n";
+  print_mostly_plain(r);
   if (!r.exec.sim()) return;
   const int k = r.o.simulate_ranks;
   const double m = r.exec.sim()->modelled_seconds(total.seconds);

@@ -58,9 +58,23 @@ void load_weights(Models& m, const GenerateOptions& o, bool root) {
   m.model = load_llama(o.load);
   if (o.strategy.name != "ouroboros") return;
   LoadOptions dl = o.load;
-  dl.model = o.strategy.draft_model;
+  dl.model = o.strategy.ouroboros.draft_model;
   check_draft_matches(m.cfg, o, dl.model);
   if (root) m.draft = load_llama(dl);
+}
+
+void set_strategy_identity(GenerateOptions& o, const Models& m) {
+  if (o.strategy.name != "suffix") return;
+  o.strategy.suffix.vocab_size = static_cast<int32_t>(m.cfg.vocab);
+  if (o.strategy.suffix.state.empty()) return;
+  uint64_t h = m.model->checksum();
+  const std::string dir = o.tokenizer_dir.empty() ? o.load.model : o.tokenizer_dir;
+  for (const char* f : {"/tokenizer.model", "/tokenizer.json"}) {
+    if (!file_exists(dir + f)) continue;
+    const std::string t = read_file(dir + f);
+    h = (h ^ fnv1a64(t.data(), t.size())) * 1099511628211ULL;
+  }
+  o.strategy.suffix.model_id = h == 0 ? 1 : h;
 }
 
 void check_ranks_agree(Comm& comm, const StepModel& model, const GenerateOptions& o, size_t prompts) {

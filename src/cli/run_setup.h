@@ -43,6 +43,9 @@ Models open_model_files(const GenerateOptions& o);
 // The target's weights, and for ouroboros the draft model's (only rank 0 runs the strategy), after checking that
 // the draft shares the target's vocabulary and tokenizer files.
 void load_weights(Models& m, const GenerateOptions& o, bool root);
+// The suffix strategy's state file belongs to one model and tokenizer: its vocabulary size, and (with
+// --suffix-state) a hash of the weights and tokenizer files, go into the strategy options.
+void set_strategy_identity(GenerateOptions& o, const Models& m);
 // Every rank must hold the same weights and run with the same parameters (one rank: nothing to compare).
 void check_ranks_agree(Comm& comm, const StepModel& model, const GenerateOptions& o, size_t prompts);
 // --rank-timeout and the stop-signal hand-over between ranks (a worker's signal stops rank 0 cleanly), and

@@ -36,6 +36,7 @@ DraftController::DraftController(Strategy& strategy, const StepCostModel& cost, 
            "draft controller: bad options");
   ctx_.assign(std::max(1, strategy.draft_contexts()), model_);
   since_probe_.assign(ctx_.size(), 0);
+  ctx_steps_.assign(ctx_.size() * model_.levels(), 0);
   host_s_.assign(model_.levels(), 0.0);
   host_seen_.assign(model_.levels(), 0);
 }
@@ -129,6 +130,7 @@ int DraftController::choose(int context) {
   s_.set_draft_budget(b);
   ++counters_.steps;
   ++counters_.budget_hist[b];
+  ++ctx_steps_[context_ * model_.levels() + pick];
   if (b == 0) ++counters_.plain_steps;
   return b;
 }

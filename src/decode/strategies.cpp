@@ -1,5 +1,5 @@
-// The strategy table: each --strategy name with its option check and its factory. Every strategy checks its own
-// flags in its own file (validate_*_options next to its implementation); this file only dispatches.
+// The strategy registry: the one table of --strategy names. Each row's flags, check and factory live next to the
+// strategy's implementation (strategy_*.cpp); this file only lists them and dispatches.
 #include "lookahead/decode/strategies.h"
 
 #include "lookahead/util/error.h"
@@ -7,39 +7,57 @@
 namespace la {
 namespace {
 
-struct StrategyEntry {
-  const char* name;
-  void (*validate)(const StrategyOptions&);
-};
-
-// In --help order. Every entry's options are checked whichever strategy runs, so a bad value is refused even
-// when it is unused (as a typo in a script should be).
-constexpr StrategyEntry kStrategies[] = {
-    {"ar", validate_ar_options},
-    {"jacobi", validate_jacobi_options},
-    {"lade", validate_lade_options},
-    {"trie", validate_trie_options},
-    {"prompt-lookup", validate_prompt_lookup_options},
-    {"ouroboros", validate_ouroboros_options},
-};
+void no_flags(StrategyFlags&, StrategyOptions&) {}
+std::unique_ptr<Strategy> make_ar(const StrategyOptions&, StepModel*) { return make_ar_strategy(); }
+std::unique_ptr<Strategy> make_jacobi(const StrategyOptions& o, StepModel*) { return make_jacobi_strategy(o); }
+std::unique_ptr<Strategy> make_lade(const StrategyOptions& o, StepModel*) { return make_lade_strategy(o); }
+std::unique_ptr<Strategy> make_trie(const StrategyOptions& o, StepModel*) { return make_trie_strategy(o); }
+std::unique_ptr<Strategy> make_suffix(const StrategyOptions& o, StepModel*) { return make_suffix_strategy(o); }
+std::unique_ptr<Strategy> make_pl(const StrategyOptions& o, StepModel*) { return make_prompt_lookup_strategy(o); }
 
 }  // namespace
 
+const std::vector<StrategyInfo>& strategy_registry() {
+  static const std::vector<StrategyInfo> table = {
+      {"ar", "plain decoding: one token per forward (the baseline)", no_flags, validate_ar_options, make_ar},
+      {"jacobi", "Jacobi decoding: a block of guesses refined by fixed-point iteration", add_jacobi_flags,
+       validate_jacobi_options, make_jacobi},
+      {"lade", "lookahead decoding: a 2D Jacobi window and an n-gram pool", add_lade_flags, validate_lade_options,
+       make_lade},
+      {"trie", "the Alipay trie over prompts and earlier outputs, best-first by frequency", add_trie_flags,
+       validate_trie_options, make_trie},
+      {"prompt-lookup", "one chain copied after the longest recurring suffix", add_prompt_lookup_flags,
+       validate_prompt_lookup_options, make_pl},
+      {"ouroboros", "a draft model drafting with LADE, lengthened by a phrase pool", add_ouroboros_flags,
+       validate_ouroboros_options, make_ouroboros_strategy},
+      {"suffix", "SuffixDecoding: suffix trees over this request and earlier outputs, drafts by probability",
+       add_suffix_flags, validate_suffix_options, make_suffix},
+  };
+  return table;
+}
+
+const StrategyInfo* find_strategy(const std::string& name) {
+  for (const auto& e : strategy_registry())
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+std::string strategy_names(const char* sep) {
+  std::string s;
+  for (const auto& e : strategy_registry()) s += (s.empty() ? "" : sep) + std::string(e.name);
+  return s;
+}
+
 void StrategyOptions::validate() const {
-  bool known = false;
-  for (const auto& e : kStrategies) known = known || name == e.name;
-  LA_CHECK(known, "invalid --strategy '", name, "' (expected ar, jacobi, lade, trie, prompt-lookup or ouroboros)");
-  for (const auto& e : kStrategies) e.validate(*this);
+  LA_CHECK(find_strategy(name) != nullptr, "invalid --strategy '", name, "' (expected ", strategy_names(", "), ")");
+  // Every row's options are checked whichever strategy runs, so a bad value is refused even when it is unused
+  // (as a typo in a script should be).
+  for (const auto& e : strategy_registry()) e.validate(*this);
 }
 
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& o, StepModel* draft) {
   o.validate();
-  if (o.name == "ar") return make_ar_strategy();
-  if (o.name == "jacobi") return make_jacobi_strategy(o);
-  if (o.name == "lade") return make_lade_strategy(o);
-  if (o.name == "trie") return make_trie_strategy(o);
-  if (o.name == "prompt-lookup") return make_prompt_lookup_strategy(o);
-  return make_ouroboros_strategy(o, draft);
+  return find_strategy(o.name)->make(o, draft);
 }
 
 }  // namespace la

@@ -19,7 +19,7 @@ class ArStrategy final : public Strategy {
 // guess i-1; the next guesses are the outputs after the accepted point (padded with prompt tokens).
 class JacobiStrategy final : public Strategy {
  public:
-  explicit JacobiStrategy(const StrategyOptions& o) : k_(o.jacobi_block), rng_(o.seed) {}
+  explicit JacobiStrategy(const StrategyOptions& o) : k_(o.jacobi.block), rng_(o.seed) {}
   std::string name() const override { return "jacobi"; }
   void begin_request(const std::vector<int32_t>& prompt) override {
     prompt_ = prompt;
@@ -71,8 +71,12 @@ std::unique_ptr<Strategy> make_jacobi_strategy(const StrategyOptions& o) {
 // Plain decoding has no options of its own.
 void validate_ar_options(const StrategyOptions&) {}
 
+void add_jacobi_flags(StrategyFlags& f, StrategyOptions& o) {
+  f.add("jacobi-block", &o.jacobi.block, "jacobi: guessed future tokens per step");
+}
+
 void validate_jacobi_options(const StrategyOptions& o) {
-  LA_CHECK(o.jacobi_block >= 0 && o.jacobi_block <= 512, "--jacobi-block must be in [0, 512] (got ", o.jacobi_block,
+  LA_CHECK(o.jacobi.block >= 0 && o.jacobi.block <= 512, "--jacobi-block must be in [0, 512] (got ", o.jacobi.block,
            ")");
 }
 

@@ -41,10 +41,12 @@ namespace {
 class LadeStrategy final : public Strategy {
  public:
   explicit LadeStrategy(const StrategyOptions& o)
-      : W_(o.window), N_(o.ngram), G_(o.guesses), from_prompt_(o.pool_from_prompt), rng_(o.seed),
-        pool_(o.ngram, o.guesses), window_(static_cast<size_t>(o.ngram - 1) * o.window, 0),
-        idx_(static_cast<size_t>(o.ngram - 1) * o.window, -1), cands_(static_cast<size_t>(o.guesses) * (o.ngram - 1)),
-        gram_(o.ngram) {}
+      : LadeStrategy(o.lade, o.seed) {}
+  LadeStrategy(const LadeOptions& l, uint64_t seed)
+      : W_(l.window), N_(l.ngram), G_(l.guesses), from_prompt_(l.pool_from_prompt), rng_(seed),
+        pool_(l.ngram, l.guesses), window_(static_cast<size_t>(l.ngram - 1) * l.window, 0),
+        idx_(static_cast<size_t>(l.ngram - 1) * l.window, -1), cands_(static_cast<size_t>(l.guesses) * (l.ngram - 1)),
+        gram_(l.ngram) {}
   std::string name() const override { return "lade"; }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
@@ -119,6 +121,9 @@ class LadeStrategy final : public Strategy {
     cands_.clear();
     return std::min(3, pool_.lookup_into(seq.back(), std::min(G_, 3), cands_));
   }
+  std::string draft_context_label(int c) const override {
+    return std::to_string(c) + (c == 3 ? "+" : "") + " pool n-grams";
+  }
   int lookahead_nodes(int budget) const override {
     return window_columns(std::min(budget, max_draft_budget())) * (N_ - 1);  // levels once warmed up
   }
@@ -155,10 +160,27 @@ std::unique_ptr<Strategy> make_lade_strategy(const StrategyOptions& o) {
   return std::make_unique<LadeStrategy>(o);
 }
 
+// LADE's sizes, under their own flag names wherever they are used (--window for lade, --draft-window for the
+// draft model of Ouroboros): one check and one set of help lines for both.
+void add_lade_size_flags(StrategyFlags& f, LadeOptions& l, const std::string& prefix, const std::string& who) {
+  f.add(prefix + "window", &l.window, who + ": window W (lookahead columns)");
+  f.add(prefix + "ngram", &l.ngram, who + ": n-gram size N (N-1 window levels)");
+  f.add(prefix + "guesses", &l.guesses, who + ": G, max verification n-grams per step and per key");
+}
+
+void validate_lade_sizes(const LadeOptions& l, const std::string& p) {
+  LA_CHECK(l.window >= 1 && l.window <= 256, "--", p, "window must be in [1, 256] (got ", l.window, ")");
+  LA_CHECK(l.ngram >= 2 && l.ngram <= 32, "--", p, "ngram must be in [2, 32] (got ", l.ngram, ")");
+  LA_CHECK(l.guesses >= 0 && l.guesses <= 256, "--", p, "guesses must be in [0, 256] (got ", l.guesses, ")");
+}
+
+void add_lade_flags(StrategyFlags& f, StrategyOptions& o) {
+  add_lade_size_flags(f, o.lade, "", "lade");
+  f.add_switch("pool-from-prompt", &o.lade.pool_from_prompt, "lade: seed the n-gram pool with prompt n-grams");
+}
+
 void validate_lade_options(const StrategyOptions& o) {
-  LA_CHECK(o.window >= 1 && o.window <= 256, "--window must be in [1, 256] (got ", o.window, ")");
-  LA_CHECK(o.ngram >= 2 && o.ngram <= 32, "--ngram must be in [2, 32] (got ", o.ngram, ")");
-  LA_CHECK(o.guesses >= 0 && o.guesses <= 256, "--guesses must be in [0, 256] (got ", o.guesses, ")");
+  validate_lade_sizes(o.lade, "");
 }
 
 }  // namespace la

@@ -61,14 +61,13 @@ namespace {
 class OuroborosStrategy final : public Strategy {
  public:
   OuroborosStrategy(const StrategyOptions& o, StepModel& draft)
-      : draft_(draft), dexec_(draft), gamma_(o.gamma), K_(o.extensions), pool_state_(o.pool_state),
-        pool_(std::max(16, 2 * o.extensions)) {
-    StrategyOptions lo = o;
+      : draft_(draft), dexec_(draft), gamma_(o.ouroboros.gamma), K_(o.ouroboros.extensions),
+        pool_state_(o.ouroboros.pool_state), pool_(std::max(16, 2 * o.ouroboros.extensions)) {
+    StrategyOptions lo;
     lo.name = "lade";
-    lo.window = o.draft_window;
-    lo.ngram = o.draft_ngram;
-    lo.guesses = o.draft_guesses;
-    lo.pool_from_prompt = false;
+    lo.seed = o.seed;
+    lo.lade = o.ouroboros.lade;
+    lo.lade.pool_from_prompt = false;
     lade_ = make_lade_strategy(lo);
     dloop_ = std::make_unique<StepLoop>(dexec_, *lade_, draft_.config());
     if (!pool_state_.empty() && file_exists(pool_state_)) pool_.load(pool_state_);
@@ -240,16 +239,22 @@ std::unique_ptr<Strategy> make_ouroboros_strategy(const StrategyOptions& o, Step
   return std::make_unique<OuroborosStrategy>(o, *draft);
 }
 
-// The draft model's LADE flags are checked here under their own names (--draft-window, not --window).
+void add_ouroboros_flags(StrategyFlags& f, StrategyOptions& o) {
+  auto& u = o.ouroboros;
+  f.add("draft-model", &u.draft_model, "ouroboros: draft model directory or random:");
+  f.add("gamma", &u.gamma, "ouroboros: draft tokens per round");
+  add_lade_size_flags(f, u.lade, "draft-", "ouroboros: the draft model's LADE");
+  f.add("extensions", &u.extensions, "ouroboros: K phrase extensions verified per step");
+  f.add("pool-state", &u.pool_state, "ouroboros: phrase pool file loaded/saved");
+}
+
+// The draft model's LADE sizes are checked by LADE's own check under their own names (--draft-window).
 void validate_ouroboros_options(const StrategyOptions& o) {
-  LA_CHECK(o.gamma >= 1 && o.gamma <= 256, "--gamma must be in [1, 256] (got ", o.gamma, ")");
-  LA_CHECK(o.draft_window >= 1 && o.draft_window <= 256, "--draft-window must be in [1, 256] (got ", o.draft_window,
-           ")");
-  LA_CHECK(o.draft_ngram >= 2 && o.draft_ngram <= 32, "--draft-ngram must be in [2, 32] (got ", o.draft_ngram, ")");
-  LA_CHECK(o.draft_guesses >= 0 && o.draft_guesses <= 256, "--draft-guesses must be in [0, 256] (got ",
-           o.draft_guesses, ")");
-  LA_CHECK(o.extensions >= 0 && o.extensions <= 64, "--extensions must be in [0, 64] (got ", o.extensions, ")");
-  LA_CHECK(o.name != "ouroboros" || !o.draft_model.empty(), "--strategy ouroboros needs --draft-model");
+  const auto& u = o.ouroboros;
+  LA_CHECK(u.gamma >= 1 && u.gamma <= 256, "--gamma must be in [1, 256] (got ", u.gamma, ")");
+  validate_lade_sizes(u.lade, "draft-");
+  LA_CHECK(u.extensions >= 0 && u.extensions <= 64, "--extensions must be in [0, 64] (got ", u.extensions, ")");
+  LA_CHECK(o.name != "ouroboros" || !u.draft_model.empty(), "--strategy ouroboros needs --draft-model");
 }
 
 }  // namespace la

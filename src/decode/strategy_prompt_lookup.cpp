@@ -14,11 +14,14 @@ namespace {
 class PromptLookupStrategy : public Strategy {
  public:
   explicit PromptLookupStrategy(const StrategyOptions& opt)
-      : num_tokens_(opt.pl_num_tokens), index_(opt.pl_min_ngram, opt.pl_max_ngram) {}
+      : num_tokens_(opt.pl.num_tokens), index_(opt.pl.min_ngram, opt.pl.max_ngram) {}
 
   std::string name() const override { return "prompt-lookup"; }
 
-  void begin_request(const std::vector<int32_t>& prompt) override { index_.reset(); }
+  void begin_request(const std::vector<int32_t>& prompt) override {
+    index_.reset();
+    chained_ = false;
+  }
 
   void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) override {
     LA_CHECK(!seq.empty(), "prompt lookup: empty sequence");
@@ -35,19 +38,30 @@ class PromptLookupStrategy : public Strategy {
 
   void update(const std::vector<int32_t>& seq, const StepPlan& plan, const std::vector<int32_t>& results,
               const Verdict& verdict) override {
-    accepted_ += verdict.path.empty() ? 0 : verdict.path.size() - 1;
+    const size_t m = verdict.path.empty() ? 0 : verdict.path.size() - 1;
+    accepted_ += m;
+    chained_ = m >= 2;
   }
 
   void end_request(const std::vector<int32_t>& seq) override { index_.reset(); }
 
   // A shorter proposal is a prefix of the longer one (same match, fewer tokens).
   int max_draft_budget() const override { return num_tokens_; }
-  // Context: the suffix length that matches (0: nothing to propose), capped at 4.
-  int draft_contexts() const override { return 5; }
+  // Context: the suffix length that matches (0: nothing to propose), capped at 4; or 5, "chain": a match right
+  // after a step that accepted 2 or more draft tokens. Copying a span (code, quoted text) accepts long runs step
+  // after step, while a match of the same length elsewhere is often a chance repeat: judged apart, the first is
+  // drafted long and the second short.
+  int draft_contexts() const override { return 6; }
   int draft_context(const std::vector<int32_t>& seq) override {
     if (num_tokens_ <= 0 || seq.empty()) return 0;
     index_.propose_into(seq.data(), seq.size(), 1, chain_);
-    return chain_.empty() ? 0 : std::min(4, index_.last_match_length());
+    if (chain_.empty()) return 0;
+    return chained_ ? 5 : std::min(4, index_.last_match_length());
+  }
+
+  std::string draft_context_label(int c) const override {
+    if (c == 5) return "chain";
+    return c == 0 ? "no match" : "match " + std::to_string(c) + (c == 4 ? "+" : "");
   }
 
   std::map<std::string, double> counters() const override {
@@ -61,6 +75,7 @@ class PromptLookupStrategy : public Strategy {
   int num_tokens_;
   PromptLookup index_;
   std::vector<int32_t> chain_;  // the proposal, reused across steps
+  bool chained_ = false;        // the last step accepted 2 or more draft tokens
   uint64_t steps_ = 0, hits_ = 0, proposed_ = 0, accepted_ = 0;
 };
 
@@ -71,13 +86,20 @@ std::unique_ptr<Strategy> make_prompt_lookup_strategy(const StrategyOptions& opt
   return std::make_unique<PromptLookupStrategy>(opt);
 }
 
-void validate_prompt_lookup_options(const StrategyOptions& o) {
-  LA_CHECK(o.pl_min_ngram >= 1 && o.pl_min_ngram <= 64, "--pl-min-ngram must be in [1, 64] (got ", o.pl_min_ngram,
+void add_prompt_lookup_flags(StrategyFlags& f, StrategyOptions& o) {
+  f.add("pl-min-ngram", &o.pl.min_ngram, "prompt-lookup: shortest suffix to match");
+  f.add("pl-max-ngram", &o.pl.max_ngram, "prompt-lookup: longest suffix to match");
+  f.add("pl-num-tokens", &o.pl.num_tokens, "prompt-lookup: tokens proposed per step");
+}
+
+void validate_prompt_lookup_options(const StrategyOptions& so) {
+  const PromptLookupOptions& o = so.pl;
+  LA_CHECK(o.min_ngram >= 1 && o.min_ngram <= 64, "--pl-min-ngram must be in [1, 64] (got ", o.min_ngram,
            ")");
-  LA_CHECK(o.pl_max_ngram >= o.pl_min_ngram && o.pl_max_ngram <= 64,
-           "--pl-max-ngram must be in [--pl-min-ngram, 64] = [", o.pl_min_ngram, ", 64] (got ", o.pl_max_ngram, ")");
-  LA_CHECK(o.pl_num_tokens >= 0 && o.pl_num_tokens <= 256, "--pl-num-tokens must be in [0, 256] (got ",
-           o.pl_num_tokens, ")");
+  LA_CHECK(o.max_ngram >= o.min_ngram && o.max_ngram <= 64,
+           "--pl-max-ngram must be in [--pl-min-ngram, 64] = [", o.min_ngram, ", 64] (got ", o.max_ngram, ")");
+  LA_CHECK(o.num_tokens >= 0 && o.num_tokens <= 256, "--pl-num-tokens must be in [0, 256] (got ",
+           o.num_tokens, ")");
 }
 
 }  // namespace la

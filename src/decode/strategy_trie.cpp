@@ -8,10 +8,10 @@
 // * update(): each generated-output window seq[s, s+branch_length) is inserted as a generated branch as soon as
 //   it is complete (s runs from the first window holding an output token); end_request() inserts the
 //   remaining shorter tail windows and then eliminates the request's prompt frequency.
-// * State: the constructor loads opt.trie_state if that file exists (a corrupt/truncated/wrong-magic file is an
+// * State: the constructor loads opt.trie.state if that file exists (a corrupt/truncated/wrong-magic file is an
 //   error: la::Error naming the file propagates, the strategy refuses to start); a missing file starts cold.
-//   shutdown() saves to opt.trie_state (atomic rename).
-// * Capacity: opt.trie_capacity nodes, or 32 x decoding_length when 0.
+//   shutdown() saves to opt.trie.state (atomic rename).
+// * Capacity: opt.trie.capacity nodes, or 32 x decoding_length when 0.
 #include <algorithm>
 #include <filesystem>
 
@@ -26,14 +26,14 @@ namespace {
 class TrieStrategy : public Strategy {
  public:
   explicit TrieStrategy(const StrategyOptions& opt)
-      : opt_(opt), mode_(parse_trie_mode(opt.trie_mode)), trie_(params_of(opt)) {
-    if (!opt_.trie_state.empty()) {
+      : opt_(opt.trie), mode_(parse_trie_mode(opt.trie.mode)), trie_(params_of(opt.trie)) {
+    if (!opt_.state.empty()) {
       std::error_code ec;
-      if (std::filesystem::exists(opt_.trie_state, ec)) {
-        trie_.load(opt_.trie_state);
+      if (std::filesystem::exists(opt_.state, ec)) {
+        trie_.load(opt_.state);
         loaded_nodes_ = trie_.size();
       } else if (ec) {
-        fail("trie state file '", opt_.trie_state, "': cannot check it: ", ec.message());
+        fail("trie state file '", opt_.state, "': cannot check it: ", ec.message());
       }
     }
   }
@@ -93,7 +93,7 @@ class TrieStrategy : public Strategy {
   int max_draft_budget() const override { return std::max(0, opt_.decoding_length); }
 
   void shutdown() override {
-    if (!opt_.trie_state.empty()) trie_.save(opt_.trie_state);
+    if (!opt_.state.empty()) trie_.save(opt_.state);
   }
 
   std::map<std::string, double> counters() const override {
@@ -108,10 +108,10 @@ class TrieStrategy : public Strategy {
   }
 
  private:
-  static TrieParams params_of(const StrategyOptions& opt) {
+  static TrieParams params_of(const TrieOptions& opt) {
     TrieParams p;
     p.branch_length = opt.branch_length;
-    p.capacity = opt.trie_capacity > 0 ? static_cast<size_t>(opt.trie_capacity)
+    p.capacity = opt.capacity > 0 ? static_cast<size_t>(opt.capacity)
                                        : 32 * static_cast<size_t>(std::max(opt.decoding_length, 0));
     return p;
   }
@@ -130,7 +130,7 @@ class TrieStrategy : public Strategy {
     prompt_len_ = 0;
   }
 
-  StrategyOptions opt_;
+  TrieOptions opt_;
   TrieMode mode_;
   TokenTrie trie_;
   TrieDraft draft_;
@@ -148,13 +148,22 @@ std::unique_ptr<Strategy> make_trie_strategy(const StrategyOptions& opt) {
   return std::make_unique<TrieStrategy>(opt);
 }
 
-void validate_trie_options(const StrategyOptions& o) {
+void add_trie_flags(StrategyFlags& f, StrategyOptions& o) {
+  f.add("decoding-length", &o.trie.decoding_length, "trie: draft tokens per step");
+  f.add("branch-length", &o.trie.branch_length, "trie: branch length");
+  f.add("trie-capacity", &o.trie.capacity, "trie: node budget (0: 32 x decoding length)");
+  f.add("trie-mode", &o.trie.mode, "trie: hierarchical | parallel");
+  f.add("trie-state", &o.trie.state, "trie: state file loaded at start, saved at exit");
+}
+
+void validate_trie_options(const StrategyOptions& so) {
+  const TrieOptions& o = so.trie;
   LA_CHECK(o.decoding_length >= 0 && o.decoding_length <= 1024, "--decoding-length must be in [0, 1024] (got ",
            o.decoding_length, ")");
   LA_CHECK(o.branch_length >= 1 && o.branch_length <= 256, "--branch-length must be in [1, 256] (got ",
            o.branch_length, ")");
-  LA_CHECK(o.trie_capacity >= 0, "--trie-capacity must be >= 0 (got ", o.trie_capacity, ")");
-  LA_CHECK(o.trie_mode == "hierarchical" || o.trie_mode == "parallel", "invalid --trie-mode '", o.trie_mode,
+  LA_CHECK(o.capacity >= 0, "--trie-capacity must be >= 0 (got ", o.capacity, ")");
+  LA_CHECK(o.mode == "hierarchical" || o.mode == "parallel", "invalid --trie-mode '", o.mode,
            "' (expected hierarchical or parallel)");
 }
 

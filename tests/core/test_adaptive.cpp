@@ -260,6 +260,17 @@ TEST(DraftController, StatisticsPerContextClass) {
   }
   EXPECT_GE(chosen[0][0], 90);  // class 0: plain (probes aside)
   EXPECT_GE(chosen[1][8], 90);  // class 1: the largest budget
+  // The controller's per-class record of chosen levels (the stats' "budget_by_context") counts every step, in
+  // its class, at the level chosen.
+  ASSERT_EQ(c.contexts(), 2);
+  int64_t total = 0;
+  const int top = static_cast<int>(c.ladder().size()) - 1;
+  for (int k = 0; k < 2; ++k)
+    for (int l = 0; l <= top; ++l) total += c.context_steps(k, l);
+  EXPECT_EQ(total, 600);
+  EXPECT_GE(c.context_steps(1, top), chosen[1][8]);
+  EXPECT_GE(c.context_steps(0, 0), chosen[0][0]);
+  EXPECT_LT(c.context_steps(0, top), 100);
 }
 
 TEST(DraftController, HostOverheadOfALevelCounts) {

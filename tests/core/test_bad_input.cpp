@@ -2,6 +2,9 @@
 // runs in the AddressSanitizer + UBSan build (launch/test.sh builds build-asan/ and runs the "core" label there).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <set>
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -203,10 +206,10 @@ TEST(BadInput, InvalidStrategyParameters) {
     return error_of([&] { o.validate(); });
   };
   EXPECT_NE(bad([](auto& o) { o.name = "beam"; }).find("invalid --strategy 'beam'"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.window = 0; }).find("--window"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.ngram = 1; }).find("--ngram"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.guesses = -1; }).find("--guesses"), std::string::npos);
-  EXPECT_NE(bad([](auto& o) { o.trie_mode = "flat"; }).find("--trie-mode"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.lade.window = 0; }).find("--window"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.lade.ngram = 1; }).find("--ngram"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.lade.guesses = -1; }).find("--guesses"), std::string::npos);
+  EXPECT_NE(bad([](auto& o) { o.trie.mode = "flat"; }).find("--trie-mode"), std::string::npos);
   EXPECT_NE(bad([](auto& o) { o.name = "ouroboros"; }).find("--draft-model"), std::string::npos);
   EXPECT_EQ(bad([](auto&) {}), "<no error>");
 }
@@ -224,39 +227,49 @@ TEST(BadInput, EachStrategyRefusesItsBadValues) {
   };
   auto make_ar = [](const StrategyOptions&) { return make_ar_strategy(); };
   const std::vector<Bad> cases = {
-      {validate_jacobi_options, make_jacobi_strategy, [](auto& o) { o.jacobi_block = -1; }, "--jacobi-block"},
-      {validate_jacobi_options, make_jacobi_strategy, [](auto& o) { o.jacobi_block = 513; }, "--jacobi-block"},
-      {validate_lade_options, make_lade_strategy, [](auto& o) { o.window = 0; }, "--window"},
-      {validate_lade_options, make_lade_strategy, [](auto& o) { o.window = 257; }, "--window"},
-      {validate_lade_options, make_lade_strategy, [](auto& o) { o.ngram = 1; }, "--ngram"},
-      {validate_lade_options, make_lade_strategy, [](auto& o) { o.ngram = 33; }, "--ngram"},
-      {validate_lade_options, make_lade_strategy, [](auto& o) { o.guesses = -1; }, "--guesses"},
-      {validate_lade_options, make_lade_strategy, [](auto& o) { o.guesses = 257; }, "--guesses"},
-      {validate_trie_options, make_trie_strategy, [](auto& o) { o.decoding_length = -1; }, "--decoding-length"},
-      {validate_trie_options, make_trie_strategy, [](auto& o) { o.decoding_length = 1025; }, "--decoding-length"},
-      {validate_trie_options, make_trie_strategy, [](auto& o) { o.branch_length = 0; }, "--branch-length"},
-      {validate_trie_options, make_trie_strategy, [](auto& o) { o.branch_length = 257; }, "--branch-length"},
-      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie_capacity = -1; }, "--trie-capacity"},
-      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie_mode = "flat"; }, "--trie-mode"},
-      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_min_ngram = 0; },
+      {validate_jacobi_options, make_jacobi_strategy, [](auto& o) { o.jacobi.block = -1; }, "--jacobi-block"},
+      {validate_jacobi_options, make_jacobi_strategy, [](auto& o) { o.jacobi.block = 513; }, "--jacobi-block"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.lade.window = 0; }, "--window"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.lade.window = 257; }, "--window"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.lade.ngram = 1; }, "--ngram"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.lade.ngram = 33; }, "--ngram"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.lade.guesses = -1; }, "--guesses"},
+      {validate_lade_options, make_lade_strategy, [](auto& o) { o.lade.guesses = 257; }, "--guesses"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie.decoding_length = -1; }, "--decoding-length"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie.decoding_length = 1025; }, "--decoding-length"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie.branch_length = 0; }, "--branch-length"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie.branch_length = 257; }, "--branch-length"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie.capacity = -1; }, "--trie-capacity"},
+      {validate_trie_options, make_trie_strategy, [](auto& o) { o.trie.mode = "flat"; }, "--trie-mode"},
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl.min_ngram = 0; },
        "--pl-min-ngram"},
-      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_min_ngram = 65; },
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl.min_ngram = 65; },
        "--pl-min-ngram"},
-      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_max_ngram = 65; },
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl.max_ngram = 65; },
        "--pl-max-ngram"},
       {validate_prompt_lookup_options, make_prompt_lookup_strategy,
-       [](auto& o) { o.pl_min_ngram = 5, o.pl_max_ngram = 4; }, "--pl-max-ngram"},
-      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_num_tokens = -1; },
+       [](auto& o) { o.pl.min_ngram = 5, o.pl.max_ngram = 4; }, "--pl-max-ngram"},
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl.num_tokens = -1; },
        "--pl-num-tokens"},
-      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl_num_tokens = 257; },
+      {validate_prompt_lookup_options, make_prompt_lookup_strategy, [](auto& o) { o.pl.num_tokens = 257; },
        "--pl-num-tokens"},
-      {validate_ouroboros_options, nullptr, [](auto& o) { o.gamma = 0; }, "--gamma"},
-      {validate_ouroboros_options, nullptr, [](auto& o) { o.gamma = 257; }, "--gamma"},
-      {validate_ouroboros_options, nullptr, [](auto& o) { o.draft_window = 0; }, "--draft-window"},
-      {validate_ouroboros_options, nullptr, [](auto& o) { o.draft_ngram = 1; }, "--draft-ngram"},
-      {validate_ouroboros_options, nullptr, [](auto& o) { o.draft_guesses = -1; }, "--draft-guesses"},
-      {validate_ouroboros_options, nullptr, [](auto& o) { o.extensions = 65; }, "--extensions"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.ouroboros.gamma = 0; }, "--gamma"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.ouroboros.gamma = 257; }, "--gamma"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.ouroboros.lade.window = 0; }, "--draft-window"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.ouroboros.lade.ngram = 1; }, "--draft-ngram"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.ouroboros.lade.guesses = -1; }, "--draft-guesses"},
+      {validate_ouroboros_options, nullptr, [](auto& o) { o.ouroboros.extensions = 65; }, "--extensions"},
       {validate_ouroboros_options, nullptr, [](auto& o) { o.name = "ouroboros"; }, "--draft-model"},
+      {validate_suffix_options, make_suffix_strategy, [](auto& o) { o.suffix.max_tokens = -1; },
+       "--suffix-max-tokens"},
+      {validate_suffix_options, make_suffix_strategy, [](auto& o) { o.suffix.max_tokens = 257; },
+       "--suffix-max-tokens"},
+      {validate_suffix_options, make_suffix_strategy, [](auto& o) { o.suffix.depth = 1; }, "--suffix-depth"},
+      {validate_suffix_options, make_suffix_strategy, [](auto& o) { o.suffix.factor = 0; }, "--suffix-factor"},
+      {validate_suffix_options, make_suffix_strategy, [](auto& o) { o.suffix.factor = NAN; }, "--suffix-factor"},
+      {validate_suffix_options, make_suffix_strategy, [](auto& o) { o.suffix.min_prob = 1.5; }, "--suffix-min-prob"},
+      {validate_suffix_options, make_suffix_strategy, [](auto& o) { o.suffix.global_mb = -1; },
+       "--suffix-global-mb"},
   };
   for (const auto& c : cases) {
     StrategyOptions o;
@@ -270,12 +283,45 @@ TEST(BadInput, EachStrategyRefusesItsBadValues) {
   }
   // The defaults pass every check, and each strategy builds from them.
   const StrategyOptions good;
-  for (Validate v : {validate_ar_options, validate_jacobi_options, validate_lade_options, validate_trie_options,
-                     validate_prompt_lookup_options, validate_ouroboros_options})
-    EXPECT_EQ(error_of([&] { v(good); }), "<no error>");
-  for (Make m : std::initializer_list<Make>{+make_ar, make_jacobi_strategy, make_lade_strategy, make_trie_strategy,
-                                            make_prompt_lookup_strategy})
-    EXPECT_EQ(error_of([&] { m(good); }), "<no error>");
+  for (const auto& e : strategy_registry()) {
+    EXPECT_EQ(error_of([&] { e.validate(good); }), "<no error>") << e.name;
+    if (std::string(e.name) == "ouroboros") continue;  // needs a draft model
+    StrategyOptions o;
+    o.name = e.name;
+    std::unique_ptr<Strategy> made;
+    EXPECT_EQ(error_of([&] { made = e.make(o, nullptr); }), "<no error>") << e.name;
+    if (made) EXPECT_EQ(made->name(), e.name);
+  }
+}
+
+// The registry is the one list of strategies: unique names, each found by name and named in the unknown-name
+// error; every flag a row declares is unique across the table (the CLI binds them all).
+TEST(BadInput, StrategyRegistryIsTheOneList) {
+  struct Names final : StrategyFlags {
+    std::vector<std::string> flags;
+    void add(const std::string& f, int*, const std::string&) override { flags.push_back(f); }
+    void add(const std::string& f, int64_t*, const std::string&) override { flags.push_back(f); }
+    void add(const std::string& f, double*, const std::string&) override { flags.push_back(f); }
+    void add(const std::string& f, std::string*, const std::string&) override { flags.push_back(f); }
+    void add_switch(const std::string& f, bool*, const std::string&) override { flags.push_back(f); }
+  } names;
+  StrategyOptions o;
+  o.name = "beam";
+  const std::string unknown = error_of([&] { o.validate(); });
+  std::set<std::string> seen;
+  for (const auto& e : strategy_registry()) {
+    EXPECT_TRUE(seen.insert(e.name).second) << e.name;
+    EXPECT_EQ(find_strategy(e.name), &e);
+    EXPECT_NE(unknown.find(e.name), std::string::npos) << unknown;
+    EXPECT_GT(std::string(e.help).size(), 10u);
+    e.flags(names, o);
+  }
+  EXPECT_EQ(find_strategy("beam"), nullptr);
+  EXPECT_TRUE(seen.count("suffix"));
+  const std::set<std::string> unique(names.flags.begin(), names.flags.end());
+  EXPECT_EQ(unique.size(), names.flags.size());
+  for (const char* f : {"window", "draft-window", "decoding-length", "pl-num-tokens", "suffix-state", "gamma"})
+    EXPECT_TRUE(unique.count(f)) << f;
 }
 
 TEST(BadInput, UnknownPreset) {

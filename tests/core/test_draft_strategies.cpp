@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "lookahead/decode/strategies.h"
 #include "lookahead/util/error.h"
 #include "oracle_model.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using V = std::vector<int32_t>;
@@ -115,10 +117,10 @@ TEST(DraftTrieStrategy, LosslessAcrossRequestsAndConfigs) {
         for (int cap : {0, 40}) {
           la::StrategyOptions opt;
           opt.name = "trie";
-          opt.trie_mode = mode;
-          opt.decoding_length = dl;
-          opt.branch_length = bl;
-          opt.trie_capacity = cap;
+          opt.trie.mode = mode;
+          opt.trie.decoding_length = dl;
+          opt.trie.branch_length = bl;
+          opt.trie.capacity = cap;
           auto s = la::make_trie_strategy(opt);
           EXPECT_EQ(s->name(), "trie");
           LoopStats st;
@@ -154,8 +156,8 @@ TEST(DraftTrieStrategy, LosslessAcrossRequestsAndConfigs) {
 TEST(DraftTrieStrategy, PlansRespectBudgetAndDepth) {
   const FakeModel m(7, 3);
   la::StrategyOptions opt;
-  opt.decoding_length = 10;
-  opt.branch_length = 8;
+  opt.trie.decoding_length = 10;
+  opt.trie.branch_length = 8;
   auto s = la::make_trie_strategy(opt);
   LoopStats st;
   decode(*s, m, V{1, 2, 3}, 200, 10, st);  // warm it up
@@ -174,7 +176,7 @@ TEST(DraftTrieStrategy, PlansRespectBudgetAndDepth) {
     // The first draft continues the periodic output correctly.
     if (md > 0) { EXPECT_EQ(plan.tokens[1], m.next_of(seq)); }
   }
-  opt.trie_mode = "sideways";
+  opt.trie.mode = "sideways";
   EXPECT_THROW(la::make_trie_strategy(opt), la::Error);
 }
 
@@ -183,15 +185,15 @@ TEST(DraftTrieStrategy, StateFileMissingCorruptAndRoundTrip) {
   const FakeModel m(11, 9);
   const auto prompts = make_prompts(8, 11, 2);
   la::StrategyOptions opt;
-  opt.decoding_length = 16;
-  opt.branch_length = 6;
-  opt.trie_state = td.path("state.trie");
+  opt.trie.decoding_length = 16;
+  opt.trie.branch_length = 6;
+  opt.trie.state = td.path("state.trie");
   auto a = la::make_trie_strategy(opt);  // missing file: cold start
   EXPECT_DOUBLE_EQ(a->counters().at("trie_loaded_nodes"), 0);
   LoopStats st;
   for (const auto& p : prompts) decode(*a, m, p, 40, 16, st);
   a->shutdown();
-  ASSERT_TRUE(fs::exists(opt.trie_state));
+  ASSERT_TRUE(fs::exists(opt.trie.state));
   EXPECT_EQ(std::distance(fs::directory_iterator(td.dir), fs::directory_iterator()), 1);
   auto b = la::make_trie_strategy(opt);
   EXPECT_GT(b->counters().at("trie_loaded_nodes"), 0);
@@ -210,22 +212,22 @@ TEST(DraftTrieStrategy, StateFileMissingCorruptAndRoundTrip) {
   EXPECT_LT(st2.steps, st2.tokens);
   // A corrupt state file is refused with an error naming it.
   {
-    std::ofstream out(opt.trie_state, std::ios::binary | std::ios::trunc);
+    std::ofstream out(opt.trie.state, std::ios::binary | std::ios::trunc);
     out << "LATRIE\r\ngarbage";
   }
   try {
     la::make_trie_strategy(opt);
     ADD_FAILURE() << "corrupt state file accepted";
   } catch (const la::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(opt.trie_state), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(opt.trie.state), std::string::npos) << e.what();
   }
 }
 
 TEST(DraftPromptLookupStrategy, PlansTheFollowingChain) {
   la::StrategyOptions opt;
-  opt.pl_min_ngram = 1;
-  opt.pl_max_ngram = 4;
-  opt.pl_num_tokens = 10;
+  opt.pl.min_ngram = 1;
+  opt.pl.max_ngram = 4;
+  opt.pl.num_tokens = 10;
   auto s = la::make_prompt_lookup_strategy(opt);
   EXPECT_EQ(s->name(), "prompt-lookup");
   const V prompt = {1, 2, 3, 4, 1, 2};
@@ -241,12 +243,12 @@ TEST(DraftPromptLookupStrategy, PlansTheFollowingChain) {
   EXPECT_EQ(plan.tokens, (V{2}));
   s->plan(V{1, 2, 3, 4, 1, 2, 9}, 100, plan);
   EXPECT_EQ(plan.tokens, (V{9}));
-  opt.pl_num_tokens = 2;
+  opt.pl.num_tokens = 2;
   auto t = la::make_prompt_lookup_strategy(opt);
   t->begin_request(prompt);
   t->plan(prompt, 100, plan);
   EXPECT_EQ(plan.tokens, (V{2, 3, 4}));
-  opt.pl_min_ngram = 0;
+  opt.pl.min_ngram = 0;
   EXPECT_THROW(la::make_prompt_lookup_strategy(opt), la::Error);
 }
 
@@ -256,9 +258,9 @@ TEST(DraftPromptLookupStrategy, LosslessAcrossRequests) {
   for (int k : {0, 1, 5, 10}) {
     for (int maxn : {1, 3, 4}) {
       la::StrategyOptions opt;
-      opt.pl_min_ngram = 1;
-      opt.pl_max_ngram = maxn;
-      opt.pl_num_tokens = k;
+      opt.pl.min_ngram = 1;
+      opt.pl.max_ngram = maxn;
+      opt.pl.num_tokens = k;
       auto s = la::make_prompt_lookup_strategy(opt);
       LoopStats st;
       for (size_t r = 0; r < prompts.size(); ++r) {
@@ -277,4 +279,109 @@ TEST(DraftPromptLookupStrategy, LosslessAcrossRequests) {
       EXPECT_GE(s->counters().at("pl_steps"), static_cast<double>(st.steps));
     }
   }
+}
+
+// ---- suffix strategy ----
+
+TEST(DraftSuffixStrategy, LosslessAcrossRequestsAndConfigs) {
+  const FakeModel m(13, 17);
+  const auto prompts = make_prompts(24, 13, 5);
+  struct Cfg {
+    int max_tokens, depth;
+    double factor, min_prob;
+    int64_t global_mb;
+  };
+  for (const Cfg c : {Cfg{32, 32, 2.0, 0.1, 64}, Cfg{1, 2, 1.0, 0.0, 64}, Cfg{64, 64, 8.0, 0.0, 0},
+                      Cfg{8, 6, 0.5, 0.5, 1}, Cfg{0, 32, 2.0, 0.1, 64}}) {
+    la::StrategyOptions opt;
+    opt.name = "suffix";
+    opt.suffix.max_tokens = c.max_tokens;
+    opt.suffix.depth = c.depth;
+    opt.suffix.factor = c.factor;
+    opt.suffix.min_prob = c.min_prob;
+    opt.suffix.global_mb = c.global_mb;
+    auto s = la::make_strategy(opt);
+    LoopStats st;
+    for (const auto& p : prompts) {
+      EXPECT_EQ(decode(*s, m, p, 60, c.max_tokens, st), m.plain(p, 60)) << c.max_tokens << "/" << c.depth;
+      if (::testing::Test::HasFailure()) return;
+    }
+    if (c.max_tokens >= 8) EXPECT_LT(st.steps, st.tokens * 3 / 4) << "the fake model's cycles must be drafted";
+    if (c.max_tokens == 0) EXPECT_EQ(st.steps, st.tokens);
+    if (c.global_mb > 0) EXPECT_GT(s->counters().at("suffix_global_sequences"), 0);
+  }
+}
+
+// The budget contract (strategy.h): a plan at budget b is the first b verify nodes of the plan at any larger
+// budget from the same state.
+TEST(DraftSuffixStrategy, SmallerBudgetKeepsAPrefix) {
+  const FakeModel m(11, 4);
+  const auto prompts = make_prompts(6, 11, 8);
+  la::StrategyOptions opt;
+  opt.name = "suffix";
+  opt.suffix.min_prob = 0.0;
+  auto s = la::make_strategy(opt);
+  LoopStats st;
+  for (const auto& p : prompts) decode(*s, m, p, 40, 32, st);  // fill the global tree
+  int drafted = 0;
+  for (const auto& p : prompts) {
+    const V seq = m.plain(p, 25);
+    s->begin_request(p);
+    la::StepPlan full, part;
+    s->set_draft_budget(-1);
+    s->plan(seq, 100, full);
+    drafted += full.num_draft() > 0;
+    for (int b : {0, 1, 2, 4, 8, 16}) {
+      s->set_draft_budget(b);
+      s->plan(seq, 100, part);
+      ASSERT_EQ(part.num_draft(), std::min(b, full.num_draft()));
+      for (int i = 0; i < part.size(); ++i) {
+        EXPECT_EQ(part.tokens[i], full.tokens[i]);
+        EXPECT_EQ(part.parents[i], full.parents[i]);
+      }
+    }
+    s->set_draft_budget(-1);
+    s->end_request(seq);
+  }
+  EXPECT_GT(drafted, 0);
+}
+
+TEST(DraftSuffixStrategy, StateFileMissingCorruptAndRoundTrip) {
+  TempDir td;
+  const FakeModel m(11, 9);
+  const auto prompts = make_prompts(8, 11, 2);
+  la::StrategyOptions opt;
+  opt.name = "suffix";
+  opt.suffix.state = td.path("state.suffix");
+  opt.suffix.vocab_size = 11;
+  opt.suffix.model_id = 77;
+  auto a = la::make_strategy(opt);  // missing file: cold start
+  EXPECT_DOUBLE_EQ(a->counters().at("suffix_loaded_sequences"), 0);
+  LoopStats st;
+  for (const auto& p : prompts) decode(*a, m, p, 40, 32, st);
+  a->shutdown();
+  ASSERT_TRUE(fs::exists(opt.suffix.state));
+  EXPECT_EQ(std::distance(fs::directory_iterator(td.dir), fs::directory_iterator()), 1);
+  auto b = la::make_strategy(opt);
+  EXPECT_DOUBLE_EQ(b->counters().at("suffix_loaded_sequences"), static_cast<double>(prompts.size()));
+  EXPECT_DOUBLE_EQ(b->counters().at("suffix_global_nodes"), a->counters().at("suffix_global_nodes"));
+  // Warm and reloaded: still lossless, and it drafts from the first step of a repeated prompt.
+  LoopStats st2;
+  for (const auto& p : prompts) EXPECT_EQ(decode(*b, m, p, 30, 32, st2), m.plain(p, 30));
+  EXPECT_GT(b->counters().at("suffix_global_steps"), 0);
+  // Another model (identity) or vocabulary size: refused, naming the file.
+  for (auto set : std::vector<std::function<void(la::StrategyOptions&)>>{
+           [](auto& o) { o.suffix.model_id = 78; }, [](auto& o) { o.suffix.vocab_size = 12; }}) {
+    la::StrategyOptions o = opt;
+    set(o);
+    const std::string e = la::test::error_of([&] { la::make_strategy(o); });
+    EXPECT_NE(e.find(opt.suffix.state), std::string::npos) << e;
+  }
+  // Corrupt: refused with one error naming the file.
+  {
+    std::ofstream out(opt.suffix.state, std::ios::binary | std::ios::trunc);
+    out << "LASUFX\r\ngarbage";
+  }
+  const std::string e = la::test::error_of([&] { la::make_strategy(opt); });
+  EXPECT_NE(e.find(opt.suffix.state), std::string::npos) << e;
 }

@@ -23,9 +23,9 @@ la::Verdict verdict(V path, V tokens) {
 TEST(LadeWindow, WarmUpShiftAndHarvest) {
   la::StrategyOptions o;
   o.name = "lade";
-  o.window = 2;
-  o.ngram = 3;
-  o.guesses = 2;
+  o.lade.window = 2;
+  o.lade.ngram = 3;
+  o.lade.guesses = 2;
   auto s = la::make_lade_strategy(o);
   s->begin_request(V{7, 7, 7});  // level 0 is drawn from the prompt: [7, 7]
   la::StepPlan p;
@@ -67,7 +67,7 @@ TEST(LadeWindow, WarmUpShiftAndHarvest) {
 TEST(JacobiBlock, GuessesAreTheOutputsAfterTheAcceptedPrefix) {
   la::StrategyOptions o;
   o.name = "jacobi";
-  o.jacobi_block = 3;
+  o.jacobi.block = 3;
   auto s = la::make_jacobi_strategy(o);
   s->begin_request(V{7, 7, 7});  // guesses padded from the prompt: [7, 7, 7]
   la::StepPlan p;

@@ -93,10 +93,10 @@ TEST(OracleStrategies, TrieAcceptsWholeBranches) {
 TEST(OracleStrategies, LadePoolFromPromptAcceptsWholeNgrams) {
   la::StrategyOptions o;
   o.name = "lade";
-  o.window = 5;
-  o.ngram = 4;
-  o.guesses = 3;
-  o.pool_from_prompt = true;
+  o.lade.window = 5;
+  o.lade.ngram = 4;
+  o.lade.guesses = 3;
+  o.lade.pool_from_prompt = true;
   EXPECT_EQ(kept_on_cycle(o), std::vector<int>(10, 4));
 }
 
@@ -107,9 +107,9 @@ TEST(OracleStrategies, LadePoolFromPromptAcceptsWholeNgrams) {
 TEST(OracleStrategies, LadeWindowFillsThePool) {
   la::StrategyOptions o;
   o.name = "lade";
-  o.window = 5;
-  o.ngram = 4;
-  o.guesses = 3;
+  o.lade.window = 5;
+  o.lade.ngram = 4;
+  o.lade.guesses = 3;
   EXPECT_EQ(kept_on_cycle(o), (std::vector<int>{1, 1, 1, 4, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4, 2}));
 }
 
@@ -124,7 +124,7 @@ TEST(OracleStrategies, JacobiReachesTheFixedPoint) {
   const V prompt(script.begin(), script.begin() + 4);
   la::StrategyOptions o;
   o.name = "jacobi";
-  o.jacobi_block = 4;
+  o.jacobi.block = 4;
   auto s = la::make_strategy(o);
   const Outcome r = generate(*s, m, prompt, 30);
   EXPECT_EQ(r.ids, plain(m, prompt, 30));
@@ -145,12 +145,12 @@ TEST(OracleStrategies, OuroborosAcceptsTheDraftUpToItsFirstError) {
   const V prompt = cycle_prompt(2);
   la::StrategyOptions o;
   o.name = "ouroboros";
-  o.draft_model = "oracle";
-  o.gamma = 4;
-  o.extensions = 0;
-  o.draft_window = 3;
-  o.draft_ngram = 3;
-  o.draft_guesses = 2;
+  o.ouroboros.draft_model = "oracle";
+  o.ouroboros.gamma = 4;
+  o.ouroboros.extensions = 0;
+  o.ouroboros.lade.window = 3;
+  o.ouroboros.lade.ngram = 3;
+  o.ouroboros.lade.guesses = 2;
   auto s = la::make_strategy(o, &draft);
   const Outcome r = generate(*s, target, prompt, 40);
   EXPECT_EQ(r.ids, plain(target, prompt, 40));

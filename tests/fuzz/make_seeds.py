@@ -196,6 +196,23 @@ def trie_seeds():
     put("trie_state", "with_checksum.state", trie_file([(1, 0, 2.0)]) + struct.pack("<Q", fnv1a64(trie_file([(1, 0, 2.0)]))))
 
 
+# ---- suffix state (suffix_state.h): magic, u32 version 1, i32 vocab, u64 model, u64 count, {u32 len, i32[len]}
+# (checksum left out, as for the trie). The fuzz target's state expects vocab 64 and model 0 (not checked).
+def suffix_file(seqs, vocab=64, model=0):
+    s = b"LASUFX\r\n" + struct.pack("<IiQQ", 1, vocab, model, len(seqs))
+    for q in seqs:
+        s += struct.pack("<I", len(q)) + b"".join(struct.pack("<i", t) for t in q)
+    return s
+
+
+def suffix_seeds():
+    put("suffix_state", "empty.state", suffix_file([]))
+    put("suffix_state", "small.state", suffix_file([[1, 2, 3, 1, 2, 4], [5, 6], []]))
+    put("suffix_state", "repeat.state", suffix_file([[7, 8] * 40, [7, 8, 9] * 10]))
+    put("suffix_state", "wrong_vocab.state", suffix_file([[1, 2]], vocab=63))
+    put("suffix_state", "bad_token.state", suffix_file([[1, 64]]))
+
+
 # ---- phrase pool state: magic, u32 version 1, u32 0, u64 keys, {i32 key, u32 count, {u32 len, i32[len]}}
 # (checksum left out, as for the trie)
 def pool_file(keys):
@@ -247,4 +264,5 @@ if __name__ == "__main__":
     prompt_seeds()
     trie_seeds()
     pool_seeds()
+    suffix_seeds()
     wire_seeds()

@@ -29,22 +29,26 @@ std::vector<Case> cases() {
     c.push_back({std::move(label), o, drafts});
   };
   add("jacobi_16", [](auto& o) { o.name = "jacobi"; }, Case::Trained);
-  add("jacobi_1", [](auto& o) { o.name = "jacobi"; o.jacobi_block = 1; }, Case::Trained);
-  add("jacobi_0", [](auto& o) { o.name = "jacobi"; o.jacobi_block = 0; }, Case::Never);
+  add("jacobi_1", [](auto& o) { o.name = "jacobi"; o.jacobi.block = 1; }, Case::Trained);
+  add("jacobi_0", [](auto& o) { o.name = "jacobi"; o.jacobi.block = 0; }, Case::Never);
   add("lade_default", [](auto& o) { o.name = "lade"; });
-  add("lade_N2_W1_G1", [](auto& o) { o.name = "lade"; o.ngram = 2; o.window = 1; o.guesses = 1; });
-  add("lade_W1_G0", [](auto& o) { o.name = "lade"; o.window = 1; o.guesses = 0; }, Case::Never);
-  add("lade_N3_W5_G1", [](auto& o) { o.name = "lade"; o.ngram = 3; o.window = 5; o.guesses = 1; });
-  add("lade_N4_W7_G7_prompt", [](auto& o) { o.name = "lade"; o.ngram = 4; o.window = 7; o.guesses = 7; o.pool_from_prompt = true; o.seed = 9; });
+  add("lade_N2_W1_G1", [](auto& o) { o.name = "lade"; o.lade.ngram = 2; o.lade.window = 1; o.lade.guesses = 1; });
+  add("lade_W1_G0", [](auto& o) { o.name = "lade"; o.lade.window = 1; o.lade.guesses = 0; }, Case::Never);
+  add("lade_N3_W5_G1", [](auto& o) { o.name = "lade"; o.lade.ngram = 3; o.lade.window = 5; o.lade.guesses = 1; });
+  add("lade_N4_W7_G7_prompt", [](auto& o) { o.name = "lade"; o.lade.ngram = 4; o.lade.window = 7; o.lade.guesses = 7; o.lade.pool_from_prompt = true; o.seed = 9; });
   add("trie_default", [](auto& o) { o.name = "trie"; });
-  add("trie_parallel", [](auto& o) { o.name = "trie"; o.trie_mode = "parallel"; o.decoding_length = 24; });
-  add("trie_len1", [](auto& o) { o.name = "trie"; o.decoding_length = 1; });
-  add("trie_branch1", [](auto& o) { o.name = "trie"; o.branch_length = 1; }, Case::Never);
-  add("trie_len0", [](auto& o) { o.name = "trie"; o.decoding_length = 0; }, Case::Never);
-  add("trie_small_capacity", [](auto& o) { o.name = "trie"; o.decoding_length = 16; o.trie_capacity = 40; });
+  add("trie_parallel", [](auto& o) { o.name = "trie"; o.trie.mode = "parallel"; o.trie.decoding_length = 24; });
+  add("trie_len1", [](auto& o) { o.name = "trie"; o.trie.decoding_length = 1; });
+  add("trie_branch1", [](auto& o) { o.name = "trie"; o.trie.branch_length = 1; }, Case::Never);
+  add("trie_len0", [](auto& o) { o.name = "trie"; o.trie.decoding_length = 0; }, Case::Never);
+  add("trie_small_capacity", [](auto& o) { o.name = "trie"; o.trie.decoding_length = 16; o.trie.capacity = 40; });
   add("prompt_lookup", [](auto& o) { o.name = "prompt-lookup"; });
-  add("prompt_lookup_1_1_1", [](auto& o) { o.name = "prompt-lookup"; o.pl_min_ngram = 1; o.pl_max_ngram = 1; o.pl_num_tokens = 1; });
-  add("prompt_lookup_2_5_20", [](auto& o) { o.name = "prompt-lookup"; o.pl_min_ngram = 2; o.pl_max_ngram = 5; o.pl_num_tokens = 20; });
+  add("prompt_lookup_1_1_1", [](auto& o) { o.name = "prompt-lookup"; o.pl.min_ngram = 1; o.pl.max_ngram = 1; o.pl.num_tokens = 1; });
+  add("prompt_lookup_2_5_20", [](auto& o) { o.name = "prompt-lookup"; o.pl.min_ngram = 2; o.pl.max_ngram = 5; o.pl.num_tokens = 20; });
+  add("suffix_default", [](auto& o) { o.name = "suffix"; });
+  add("suffix_d4_t4_p03", [](auto& o) { o.name = "suffix"; o.suffix.depth = 4; o.suffix.max_tokens = 4; o.suffix.factor = 1; o.suffix.min_prob = 0.3; });
+  add("suffix_local_only_t64", [](auto& o) { o.name = "suffix"; o.suffix.global_mb = 0; o.suffix.max_tokens = 64; o.suffix.depth = 64; o.suffix.factor = 8; o.suffix.min_prob = 0; });
+  add("suffix_t0", [](auto& o) { o.name = "suffix"; o.suffix.max_tokens = 0; }, Case::Never);
   return c;
 }
 
@@ -105,7 +109,8 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
     auto want = run_all(*m, *ar, ps, gp);
     for (const auto& c : cases()) {
       if (c.label != "jacobi_16" && c.label != "lade_default" && c.label != "lade_N4_W7_G7_prompt" &&
-          c.label != "trie_default" && c.label != "trie_parallel" && c.label != "prompt_lookup")
+          c.label != "trie_default" && c.label != "trie_parallel" && c.label != "prompt_lookup" &&
+          c.label != "suffix_default")
         continue;
       for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
         auto s = make_strategy(c.opt);
@@ -134,7 +139,7 @@ TEST(LosslessContext, NearContextLimit) {
   gp.max_new_tokens = 0;  // until eos or the context limit
   auto ar = make_ar_strategy();
   auto want = run_all(*m, *ar, ps, gp);
-  for (auto name : {"lade", "trie", "jacobi", "prompt-lookup"}) {
+  for (auto name : {"lade", "trie", "jacobi", "prompt-lookup", "suffix"}) {
     StrategyOptions o;
     o.name = name;
     auto s = make_strategy(o);

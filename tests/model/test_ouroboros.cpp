@@ -30,14 +30,14 @@ std::vector<Setting> settings() {
   auto add = [&](std::string label, auto f) {
     StrategyOptions o;
     o.name = "ouroboros";
-    o.draft_model = "draft";
+    o.ouroboros.draft_model = "draft";
     f(o);
     v.push_back({std::move(label), o});
   };
   add("default", [](auto&) {});
-  add("gamma1", [](auto& o) { o.gamma = 1; });
-  add("gamma4_ext0", [](auto& o) { o.gamma = 4; o.extensions = 0; });
-  add("W5_N3_G5_ext5", [](auto& o) { o.draft_window = 5; o.draft_ngram = 3; o.draft_guesses = 5; o.extensions = 5; });
+  add("gamma1", [](auto& o) { o.ouroboros.gamma = 1; });
+  add("gamma4_ext0", [](auto& o) { o.ouroboros.gamma = 4; o.ouroboros.extensions = 0; });
+  add("W5_N3_G5_ext5", [](auto& o) { o.ouroboros.lade.window = 5; o.ouroboros.lade.ngram = 3; o.ouroboros.lade.guesses = 5; o.ouroboros.extensions = 5; });
   return v;
 }
 
@@ -70,7 +70,7 @@ TEST_P(Ouroboros, EqualsPlainGreedy) {
     auto k = s->counters();
     EXPECT_GT(k["draft_forwards"], 0) << c.label;
     EXPECT_LE(k["draft_accepted"], k["draft_proposed"]) << c.label;
-    if (c.opt.extensions == 0) {
+    if (c.opt.ouroboros.extensions == 0) {
       EXPECT_EQ(k["extension_tokens"], 0) << c.label;
     }
     std::printf("  %-8s %-14s S=%.2f steps=%d tokens=%d draft/fwd=%.2f acceptance=%.3f ext_acc=%g/%g pool=%g\n",
@@ -78,7 +78,7 @@ TEST_P(Ouroboros, EqualsPlainGreedy) {
                 k["draft_tokens_per_forward"], k["draft_acceptance"], k["extension_accepted"], k["extension_tokens"],
                 k["pool_phrases"]);
     // The shared pair drafts well: the draft must be worth something.
-    if (pc.label == "shared" && c.opt.gamma > 1) {
+    if (pc.label == "shared" && c.opt.ouroboros.gamma > 1) {
       EXPECT_GT(st.compression(), 1.3) << c.label;
     }
   }
@@ -116,7 +116,7 @@ TEST(OuroborosContext, NearContextLimits) {
     for (auto& w : want) ASSERT_FALSE(w.empty());
     StrategyOptions o;
     o.name = "ouroboros";
-    o.draft_model = "draft";
+    o.ouroboros.draft_model = "draft";
     auto s = make_strategy(o, d.get());
     RequestStats st;
     EXPECT_EQ(run_all(*m, *s, ps, gp, &st), want);
@@ -132,7 +132,7 @@ TEST(OuroborosContext, NearContextLimits) {
     auto want = run_all(*m, *ar, ps, gp);
     StrategyOptions o;
     o.name = "ouroboros";
-    o.draft_model = "draft";
+    o.ouroboros.draft_model = "draft";
     auto s = make_strategy(o, d.get());
     RequestStats st;
     EXPECT_EQ(run_all(*m, *s, ps, gp, &st), want);
@@ -157,8 +157,8 @@ TEST(OuroborosSampling, EqualsPlainSampling) {
   auto want = run_all(*m, *ar, ps, gp);
   StrategyOptions o;
   o.name = "ouroboros";
-  o.draft_model = "draft";
-  o.gamma = 4;
+  o.ouroboros.draft_model = "draft";
+  o.ouroboros.gamma = 4;
   auto s = make_strategy(o, d.get());
   RequestStats st;
   EXPECT_EQ(run_all(*m, *s, ps, gp, &st), want);
@@ -185,8 +185,8 @@ TEST(OuroborosAdaptive, EqualsPlainInEveryCostShape) {
     for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
       StrategyOptions o;
       o.name = "ouroboros";
-      o.draft_model = "draft";
-      o.gamma = 6;
+      o.ouroboros.draft_model = "draft";
+      o.ouroboros.gamma = 6;
       auto s = make_strategy(o, d.get());
       RequestStats st;
       EXPECT_EQ(run_all_adaptive(*m, *s, ps, gp, shape, &st), want) << "sampled " << sampled << " shape " << int(shape);
@@ -218,8 +218,8 @@ TEST(OuroborosPool, StateRoundTripAndCorruptRefusal) {
   std::remove(path.c_str());
   StrategyOptions o;
   o.name = "ouroboros";
-  o.draft_model = "draft";
-  o.pool_state = path;
+  o.ouroboros.draft_model = "draft";
+  o.ouroboros.pool_state = path;
   double phrases = 0;
   {
     auto s = make_strategy(o, d.get());  // no file yet: starts empty

@@ -85,14 +85,14 @@ double worst_ratio(const std::vector<std::vector<int32_t>>& x, const std::vector
 
 std::vector<StrategyOptions> strategies() {
   std::vector<StrategyOptions> v;
-  for (auto n : {"jacobi", "lade", "trie", "prompt-lookup"}) {
+  for (auto n : {"jacobi", "lade", "trie", "prompt-lookup", "suffix"}) {
     StrategyOptions o;
     o.name = n;
     if (o.name == "lade") {  // small pool so that candidates exist early
-      o.window = 5;
-      o.ngram = 3;
-      o.guesses = 5;
-      o.pool_from_prompt = true;
+      o.lade.window = 5;
+      o.lade.ngram = 3;
+      o.lade.guesses = 5;
+      o.lade.pool_from_prompt = true;
     }
     v.push_back(o);
   }

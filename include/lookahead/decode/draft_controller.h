@@ -74,6 +74,10 @@ class DraftController {
   double expected_accepted(int level) const;  // in the current context
   double expected_nodes(int level) const;
   const AdaptiveCounters& counters() const { return counters_; }
+  // Steps chosen at each ladder level per context class (context * levels + level): the budgets against what the
+  // strategy saw (match length, pool candidates), for the stats. Preallocated: choosing allocates nothing.
+  int64_t context_steps(int context, int level) const { return ctx_steps_[context * model_.levels() + level]; }
+  int contexts() const { return static_cast<int>(ctx_.size()); }
   int last_budget() const { return model_.ladder()[level_]; }
   bool last_was_probe() const { return probe_; }
   // Now on the cost model's clock (host times passed to observe() are read on it).
@@ -98,6 +102,7 @@ class DraftController {
   bool probe_ = false;
   std::vector<int64_t> since_probe_;  // per context class
   AdaptiveCounters counters_;
+  std::vector<int64_t> ctx_steps_;
   std::vector<int> rank_, path_ranks_, acc_, nodes_;  // scratch, reused every step
 };
 

@@ -48,6 +48,8 @@ class Strategy {
   // acceptance statistics are kept per class, so a step with a long match can draft while one without does not.
   virtual int draft_contexts() const { return 1; }
   virtual int draft_context(const std::vector<int32_t>& seq) { (void)seq; return 0; }
+  // What a context class stands for, for the stats (e.g. "match 3"): budgets are reported per class.
+  virtual std::string draft_context_label(int context) const { return std::to_string(context); }
   void set_draft_budget(int budget) { budget_ = budget; }
   int draft_budget() const { return budget_; }
 
