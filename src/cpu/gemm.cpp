@@ -94,6 +94,14 @@ LA_AVX2 inline __m256 wload_avx2(const void* w, size_t idx) {
   }
 }
 
+// count weights from element `first` widened into dst (exact: the bits the tiles' own conversion gives).
+template <WType WT>
+LA_AVX2 void widen_avx2(const void* w, size_t first, size_t count, float* dst) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) _mm256_storeu_ps(dst + i, wload_avx2<WT>(w, first + i));
+  for (; i < count; ++i) dst[i] = load_f32(w, WT, long(first + i));
+}
+
 template <WType WT, int R, int C>
 LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int n, int t, const GemmOut& o) {
   __m256 acc[R][C];
@@ -159,10 +167,13 @@ TileFn tile_for(WType wt, int r, int c, bool avx2) {
 }
 
 // Rows n .. n+R-1 of w widened into `dst` (R x K fp32): exact, so tiles over it give the bits the direct ones do.
-void widen_rows(const WeightView& w, int n, int R, float* dst) {
-  const size_t K = size_t(w.cols);
-  for (int r = 0; r < R; ++r)
-    for (size_t k = 0; k < K; ++k) dst[r * K + k] = load_f32(w.data, w.type, long((n + r) * K + k));
+void widen_rows(const WeightView& w, int n, int R, float* dst, bool avx2) {
+  const size_t K = size_t(w.cols), first = size_t(n) * K, count = size_t(R) * K;
+#if defined(__x86_64__)
+  if (avx2 && w.type == WType::BF16) return widen_avx2<WType::BF16>(w.data, first, count, dst);
+  if (avx2 && w.type == WType::F16) return widen_avx2<WType::F16>(w.data, first, count, dst);
+#endif
+  for (size_t i = 0; i < count; ++i) dst[i] = load_f32(w.data, w.type, long(first + i));
 }
 
 }  // namespace
@@ -184,7 +195,7 @@ void gemm_rows(const float* x, int M, const WeightView& w, int n0, int n1, const
     int wn = n;
     WType wt = w.type;
     if (widen) {
-      widen_rows(w, n, R, scratch);
+      widen_rows(w, n, R, scratch, avx2);
       wp = scratch;
       wn = 0;
       wt = WType::F32;
