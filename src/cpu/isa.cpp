@@ -2,6 +2,9 @@
 #include "lookahead/cpu/isa.h"
 
 #include <atomic>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <cstdlib>
 #include <cstring>
 
@@ -28,11 +31,19 @@ std::atomic<int>& chosen() {
 
 }  // namespace
 
+// CPUID and XGETBV directly: clang 14 (the fuzz build) has no "f16c" for __builtin_cpu_supports.
 CpuIsa detected_cpu_isa() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    return CpuIsa::Avx2;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return CpuIsa::Portable;
+  const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+  if (!(fma && osxsave && avx && f16c)) return CpuIsa::Portable;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 6u) != 6u) return CpuIsa::Portable;  // the OS saves XMM and YMM state
+  if (__get_cpuid_max(0, nullptr) < 7) return CpuIsa::Portable;
+  __cpuid_count(7, 0, a, b, c, d);
+  if (b & (1u << 5)) return CpuIsa::Avx2;
 #endif
   return CpuIsa::Portable;
 }
