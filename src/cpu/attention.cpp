@@ -10,10 +10,7 @@
 #include "lookahead/cpu/isa.h"
 #include "lookahead/cpu/thread_pool.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define LA_AVX2 __attribute__((target("avx2,fma,f16c")))
-#endif
+#include "avx2_lanes.h"
 
 namespace la {
 namespace {
@@ -33,17 +30,6 @@ void axpy_portable(float p, const void* v, WType t, long off, int D, float* acc)
 }
 
 #if defined(__x86_64__)
-LA_AVX2 inline __m256 load8_avx2(const void* p, WType t, long off) {
-  if (t == WType::F32) return _mm256_loadu_ps(static_cast<const float*>(p) + off);
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + off));
-  if (t == WType::BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  return _mm256_cvtph_ps(h);
-}
-LA_AVX2 inline float fold_avx2(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
 // dot(q, k) in gemm.h's order, k widened from the cache type.
 LA_AVX2 float dot_avx2(const float* q, const void* k, WType t, long off, int D) {
   __m256 acc = _mm256_setzero_ps();

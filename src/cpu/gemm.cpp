@@ -14,10 +14,7 @@
 #include "lookahead/cpu/isa.h"
 #include "lookahead/cpu/thread_pool.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define LA_AVX2 __attribute__((target("avx2,fma,f16c")))
-#endif
+#include "avx2_lanes.h"
 
 namespace la {
 namespace {
@@ -76,24 +73,6 @@ void tile_portable(const float* x, int K, const void* w, int n, int t, const Gem
 
 // ---- AVX2 lanes -----------------------------------------------------------------------------------------------
 #if defined(__x86_64__)
-LA_AVX2 inline float fold_avx2(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l + (l + 4)
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));                              // (0+4)+(2+6), (1+5)+(3+7)
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
-}
-
-template <WType WT>
-LA_AVX2 inline __m256 wload_avx2(const void* w, size_t idx) {
-  if constexpr (WT == WType::F32) {
-    return _mm256_loadu_ps(static_cast<const float*>(w) + idx);
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + idx));
-    if constexpr (WT == WType::BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    return _mm256_cvtph_ps(h);
-  }
-}
-
 // count weights from element `first` widened into dst (exact: the bits the tiles' own conversion gives).
 template <WType WT>
 LA_AVX2 void widen_avx2(const void* w, size_t first, size_t count, float* dst) {

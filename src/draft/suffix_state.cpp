@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "lookahead/util/binary.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 
@@ -15,26 +16,7 @@ constexpr char kMagic[8] = {'L', 'A', 'S', 'U', 'F', 'X', '\r', '\n'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8;
 
-template <class T>
-void put(std::string& s, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  s.append(b, sizeof(T));
-}
-template <class T>
-T get(const std::string& s, size_t off) {
-  T v;
-  std::memcpy(&v, s.data() + off, sizeof(T));
-  return v;
-}
 
-std::string read_state(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(what, " '", path, "': cannot open: ", std::strerror(errno));
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(what, " '", path, "': read error");
-  return s;
-}
 
 }  // namespace
 
@@ -77,7 +59,7 @@ void SuffixGlobal::save(const std::string& path) const {
 
 void SuffixGlobal::load(const std::string& path) {
   const char* what = "suffix state file";
-  const std::string s = read_state(path, what);
+  const std::string s = read_file(path, what);
   LA_CHECK(s.size() >= kHeaderBytes + 8, what, " '", path, "': truncated (", s.size(), " bytes)");
   LA_CHECK(std::memcmp(s.data(), kMagic, sizeof(kMagic)) == 0, what, " '", path,
            "': wrong magic (not a lookahead suffix state file)");

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <limits>
 
+#include "lookahead/util/binary.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 
@@ -36,27 +37,8 @@ inline uint64_t hkey(uint32_t parent, int32_t token) {
 }
 
 
-template <class T>
-void put(std::string& s, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  s.append(b, sizeof(T));
-}
-template <class T>
-T get(const std::string& s, size_t off) {
-  T v;
-  std::memcpy(&v, s.data() + off, sizeof(T));
-  return v;
-}
 
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(what, " '", path, "': cannot open: ", std::strerror(errno));
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(what, " '", path, "': read error");
-  return s;
-}
 
 }  // namespace
 

@@ -31,6 +31,15 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(what, " '", path, "': cannot open: ", std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail(what, " '", path, "': read error");
+  return ss.str();
+}
+
 void write_file_atomic(const std::string& path, const std::string& data, const char* what) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");

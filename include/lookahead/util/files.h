@@ -8,6 +8,8 @@ bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 // Whole file as bytes; throws la::Error naming the file.
 std::string read_file(const std::string& path);
+// The same for a state file: errors read "<what> '<path>': cannot open: <reason>" (e.g. "trie state file").
+std::string read_file(const std::string& path, const char* what);
 // Writes atomically: "<path>.tmp.<pid>" in the same directory, flushed to disk, then renamed over `path`.
 // Errors name `what` (e.g. "trie state file") and the path.
 void write_file_atomic(const std::string& path, const std::string& data, const char* what = "file");
