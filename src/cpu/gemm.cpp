@@ -1,153 +1,171 @@
-// The CPU GEMM (what it computes, and why the order is fixed: include/lookahead/cpu/gemm.h).
+// The CPU GEMM (what it computes, the panel layout, and why the order is fixed: include/lookahead/cpu/gemm.h).
 //
-// One template body serves both ISA paths: Lanes<Isa> is 8 fp32 accumulators, either an AVX2 register or an array
-// updated with std::fma, with the same fold. Only functions marked LA_AVX2 use AVX2/FMA/F16C instructions, and
-// they run only when cpu_isa() says this CPU has them. Floating-point contraction is off for this folder
-// (CMakeLists.txt), so no other multiply-add is fused differently by the two paths.
+// One loop structure serves both ISA paths: a tile of P panels x C token rows keeps P x C accumulators of 8 lanes
+// (AVX2 registers, or arrays updated with std::fma) and walks k in order. Only functions marked LA_AVX2 use
+// AVX2/FMA/F16C instructions, and they run only when cpu_isa() says this CPU has them. Floating-point contraction
+// is off for this folder (CMakeLists.txt), so no other multiply-add is fused differently by the two paths.
 #include "lookahead/cpu/gemm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "lookahead/cpu/isa.h"
 #include "lookahead/cpu/thread_pool.h"
+#include "lookahead/util/error.h"
 
 #include "avx2_lanes.h"
 
 namespace la {
 namespace {
 
-constexpr int kRowsPerTile = 4;  // weight rows per block
-constexpr int kColsPerTile = 3;  // token rows per tile
+constexpr int kLanes = 8;       // weight rows per panel
+constexpr int kMaxAcc = 12;     // accumulators per tile (with the preloaded operands: at most 16 AVX2 registers)
+constexpr int kMaxPanels = 4;   // panels per tile
+constexpr int kSinglePass = 12; // steps of up to this many rows take every row in one tile: each weight is read once
 
-// ---- portable lanes -------------------------------------------------------------------------------------------
-struct PortableLanes {
-  float v[8];
-  static PortableLanes zero() { return PortableLanes{{0, 0, 0, 0, 0, 0, 0, 0}}; }
+// The tile for a step of M rows (P panels x C token rows). Up to 12 rows, one tile holds every row, so each panel
+// is read from memory once and its multiply-adds overlap the stream: P = 4 panels for M <= 3 (4 to 12 chains hide
+// the FMA latency), 2 panels for M <= 6, 1 for M <= 12. Larger steps run 3 panels x 4 rows per tile over blocks
+// that stay in L2 while every 4-row tile reuses them.
+struct TileShape {
+  int panels, cols;
 };
-inline void load8(const float* p, float* out) { std::memcpy(out, p, 32); }
-inline void load8(const uint16_t* p, WType t, float* out) {
-  for (int l = 0; l < 8; ++l) out[l] = t == WType::BF16 ? bf16_to_f32(p[l]) : f16_to_f32(p[l]);
-}
-inline float fold(const PortableLanes& a) {
-  const float* v = a.v;
-  return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+TileShape tile_shape(int M) {
+  if (M <= 3) return {4, M};
+  if (M <= 6) return {2, M};
+  if (M <= kSinglePass) return {1, M};
+  return {3, 4};
 }
 
-// Loads 8 weights of row r at k, widened to fp32.
+size_t panel_elems(int K) { return size_t(K) * kLanes; }
+
+// ---- the tile: acc[p][c][l] = sum over k in order of fma(w[panel p0+p][k][l], x[t0+c][k]) ------------------------
 template <WType WT>
-inline void wload_portable(const void* w, size_t idx, float* out) {
-  if constexpr (WT == WType::F32) {
-    load8(static_cast<const float*>(w) + idx, out);
-  } else {
-    load8(static_cast<const uint16_t*>(w) + idx, WT, out);
-  }
+inline void load_lanes_portable(const void* w, size_t idx, float* out) {
+  for (int l = 0; l < kLanes; ++l) out[l] = load_f32(w, WT, long(idx + l));
 }
 
-template <WType WT, int R, int C>
-void tile_portable(const float* x, int K, const void* w, int n, int t, const GemmOut& o) {
-  PortableLanes acc[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = PortableLanes::zero();
-  const int K8 = K & ~7;
-  for (int k = 0; k < K8; k += 8) {
-    float wv[R][8];
-    for (int r = 0; r < R; ++r) wload_portable<WT>(w, size_t(n + r) * K + k, wv[r]);
-    for (int c = 0; c < C; ++c) {
-      const float* xp = x + size_t(t + c) * K + k;
-      for (int r = 0; r < R; ++r)
-        for (int l = 0; l < 8; ++l) acc[r][c].v[l] = std::fma(wv[r][l], xp[l], acc[r][c].v[l]);
+template <WType WT, int P, int C>
+void tile_portable(const float* x, int K, const void* w, int p0, int t0, float* out) {
+  float acc[P][C][kLanes] = {};
+  for (int k = 0; k < K; ++k) {
+    for (int p = 0; p < P; ++p) {
+      float wv[kLanes];
+      load_lanes_portable<WT>(w, (size_t(p0 + p) * K + k) * kLanes, wv);
+      for (int c = 0; c < C; ++c) {
+        const float xv = x[size_t(t0 + c) * K + k];
+        for (int l = 0; l < kLanes; ++l) acc[p][c][l] = std::fma(wv[l], xv, acc[p][c][l]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      float s = fold(acc[r][c]);
-      for (int k = K8; k < K; ++k) s = std::fma(load_f32(w, WT, long(n + r) * K + k), x[size_t(t + c) * K + k], s);
-      if (o.bias) s += o.bias[n + r];
-      float& y = o.y[size_t(t + c) * o.ldy + n + r];
-      y = o.accumulate ? y + s : s;
-    }
+  std::memcpy(out, acc, sizeof(acc));
 }
 
-// ---- AVX2 lanes -----------------------------------------------------------------------------------------------
 #if defined(__x86_64__)
-// count weights from element `first` widened into dst (exact: the bits the tiles' own conversion gives).
+// The smaller operand side is loaded first and held (P weight vectors, or C broadcasts), the other streamed, so
+// that P x C accumulators + min(P, C) + 1 registers fit in 16. Either order does the same fma per accumulator.
+template <WType WT, int P, int C>
+LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int p0, int t0, float* out) {
+  __m256 acc[P][C];
+  for (int p = 0; p < P; ++p)
+    for (int c = 0; c < C; ++c) acc[p][c] = _mm256_setzero_ps();
+  const float* xr[C];
+  for (int c = 0; c < C; ++c) xr[c] = x + size_t(t0 + c) * K;
+  const size_t base = size_t(p0) * K * kLanes, stride = size_t(K) * kLanes;
+  for (int k = 0; k < K; ++k) {
+    const size_t wk = base + size_t(k) * kLanes;
+    if constexpr (P <= C) {
+      __m256 wv[P];
+      for (int p = 0; p < P; ++p) wv[p] = wload_avx2<WT>(w, wk + p * stride);
+      for (int c = 0; c < C; ++c) {
+        const __m256 xb = _mm256_broadcast_ss(xr[c] + k);
+        for (int p = 0; p < P; ++p) acc[p][c] = _mm256_fmadd_ps(wv[p], xb, acc[p][c]);
+      }
+    } else {
+      __m256 xb[C];
+      for (int c = 0; c < C; ++c) xb[c] = _mm256_broadcast_ss(xr[c] + k);
+      for (int p = 0; p < P; ++p) {
+        const __m256 wv = wload_avx2<WT>(w, wk + p * stride);
+        for (int c = 0; c < C; ++c) acc[p][c] = _mm256_fmadd_ps(wv, xb[c], acc[p][c]);
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p)
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + (p * C + c) * kLanes, acc[p][c]);
+}
+#endif
+
+// ---- dispatch over tile shapes: table[type][P - 1][C - 1] for P x C <= 12 --------------------------------------
+using TileFn = void (*)(const float*, int, const void*, int, int, float*);
+
+template <WType WT, int P, int C>
+TileFn tile_fn(bool avx2) {
+  if constexpr (P * C > kMaxAcc) {
+    return nullptr;
+  } else {
+#if defined(__x86_64__)
+    if (avx2) return &tile_avx2<WT, P, C>;
+#endif
+    return &tile_portable<WT, P, C>;
+  }
+}
+
+template <WType WT, int P, int... Cs>
+void fill_row(TileFn* row, bool avx2, std::integer_sequence<int, Cs...>) {
+  ((row[Cs] = tile_fn<WT, P, Cs + 1>(avx2)), ...);
+}
+
+struct TileTable {
+  TileFn fn[3][kMaxPanels][kMaxAcc] = {};
+  template <WType WT>
+  void fill(int i, bool avx2) {
+    fill_row<WT, 1>(fn[i][0], avx2, std::make_integer_sequence<int, kMaxAcc>{});
+    fill_row<WT, 2>(fn[i][1], avx2, std::make_integer_sequence<int, kMaxAcc>{});
+    fill_row<WT, 3>(fn[i][2], avx2, std::make_integer_sequence<int, kMaxAcc>{});
+    fill_row<WT, 4>(fn[i][3], avx2, std::make_integer_sequence<int, kMaxAcc>{});
+  }
+  explicit TileTable(bool avx2) {
+    fill<WType::F32>(0, avx2);
+    fill<WType::BF16>(1, avx2);
+    fill<WType::F16>(2, avx2);
+  }
+};
+
+TileFn tile_for(WType wt, int p, int c, bool avx2) {
+  static const TileTable portable(false), fast(true);
+  const int i = wt == WType::F32 ? 0 : wt == WType::BF16 ? 1 : 2;
+  return (avx2 ? fast : portable).fn[i][p - 1][c - 1];
+}
+
+// The epilogue, lane by lane (the same scalar operations on both paths): y = (acc + bias) (+ y), rows < N only.
+void store_tile(const float* acc, int P, int C, int p0, int t0, int N, const GemmOut& o) {
+  for (int p = 0; p < P; ++p)
+    for (int c = 0; c < C; ++c) {
+      const float* a = acc + (p * C + c) * kLanes;
+      const int n0 = (p0 + p) * kLanes;
+      float* y = o.y + size_t(t0 + c) * o.ldy;
+      for (int l = 0; l < kLanes && n0 + l < N; ++l) {
+        float s = a[l];
+        if (o.bias) s += o.bias[n0 + l];
+        y[n0 + l] = o.accumulate ? y[n0 + l] + s : s;
+      }
+    }
+}
+
+#if defined(__x86_64__)
 template <WType WT>
 LA_AVX2 void widen_avx2(const void* w, size_t first, size_t count, float* dst) {
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) _mm256_storeu_ps(dst + i, wload_avx2<WT>(w, first + i));
-  for (; i < count; ++i) dst[i] = load_f32(w, WT, long(first + i));
-}
-
-template <WType WT, int R, int C>
-LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int n, int t, const GemmOut& o) {
-  __m256 acc[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-  const int K8 = K & ~7;
-  for (int k = 0; k < K8; k += 8) {
-    __m256 wv[R];
-    for (int r = 0; r < R; ++r) wv[r] = wload_avx2<WT>(w, size_t(n + r) * K + k);
-    for (int c = 0; c < C; ++c) {
-      const __m256 xv = _mm256_loadu_ps(x + size_t(t + c) * K + k);
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      float s = fold_avx2(acc[r][c]);
-      for (int k = K8; k < K; ++k) s = std::fma(load_f32(w, WT, long(n + r) * K + k), x[size_t(t + c) * K + k], s);
-      if (o.bias) s += o.bias[n + r];
-      float& y = o.y[size_t(t + c) * o.ldy + n + r];
-      y = o.accumulate ? y + s : s;
-    }
+  for (size_t i = 0; i < count; i += kLanes) _mm256_storeu_ps(dst + i, wload_avx2<WT>(w, first + i));
 }
 #endif
 
-// ---- dispatch over tile shapes --------------------------------------------------------------------------------
-using TileFn = void (*)(const float*, int, const void*, int, int, const GemmOut&);
-
-template <WType WT, int R, int C>
-TileFn tile_fn(bool avx2) {
-#if defined(__x86_64__)
-  if (avx2) return &tile_avx2<WT, R, C>;
-#endif
-  return &tile_portable<WT, R, C>;
-}
-
-template <WType WT, int R>
-TileFn tile_for_cols(int c, bool avx2) {
-  switch (c) {
-    case 1: return tile_fn<WT, R, 1>(avx2);
-    case 2: return tile_fn<WT, R, 2>(avx2);
-    default: return tile_fn<WT, R, 3>(avx2);
-  }
-}
-
-template <WType WT>
-TileFn tile_for(int r, int c, bool avx2) {
-  switch (r) {
-    case 1: return tile_for_cols<WT, 1>(c, avx2);
-    case 2: return tile_for_cols<WT, 2>(c, avx2);
-    case 3: return tile_for_cols<WT, 3>(c, avx2);
-    default: return tile_for_cols<WT, 4>(c, avx2);
-  }
-}
-
-TileFn tile_for(WType wt, int r, int c, bool avx2) {
-  switch (wt) {
-    case WType::F32: return tile_for<WType::F32>(r, c, avx2);
-    case WType::BF16: return tile_for<WType::BF16>(r, c, avx2);
-    case WType::F16: return tile_for<WType::F16>(r, c, avx2);
-  }
-  return nullptr;
-}
-
-// Rows n .. n+R-1 of w widened into `dst` (R x K fp32): exact, so tiles over it give the bits the direct ones do.
-void widen_rows(const WeightView& w, int n, int R, float* dst, bool avx2) {
-  const size_t K = size_t(w.cols), first = size_t(n) * K, count = size_t(R) * K;
+// Panels p0 .. p0+P-1 widened to fp32 into dst (exact, so tiles over it give the bits the direct ones do).
+void widen_panels(const PackedWeight& w, int p0, int P, float* dst, bool avx2) {
+  const size_t first = size_t(p0) * panel_elems(w.cols), count = size_t(P) * panel_elems(w.cols);
 #if defined(__x86_64__)
   if (avx2 && w.type == WType::BF16) return widen_avx2<WType::BF16>(w.data, first, count, dst);
   if (avx2 && w.type == WType::F16) return widen_avx2<WType::F16>(w.data, first, count, dst);
@@ -157,50 +175,73 @@ void widen_rows(const WeightView& w, int n, int R, float* dst, bool avx2) {
 
 }  // namespace
 
-void GemmScratch::reserve(int threads, int max_k) {
-  if (int(per_thread.size()) < threads) per_thread.resize(threads);
-  for (auto& s : per_thread)
-    if (s.size() < size_t(kRowsPerTile) * max_k) s.resize(size_t(kRowsPerTile) * max_k);
+PackedWeight pack_weight(const WeightView& w) {
+  LA_CHECK(w.rows > 0 && w.cols > 0 && w.data != nullptr, "pack_weight: empty weight");
+  PackedWeight p;
+  p.type = w.type;
+  p.rows = w.rows;
+  p.cols = w.cols;
+  const size_t es = size_t(wtype_size(w.type)), K = size_t(w.cols);
+  const size_t bytes = size_t(p.panels()) * panel_elems(w.cols) * es;
+  void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  LA_CHECK(buf != nullptr, "pack_weight: cannot allocate ", bytes, " bytes");
+  std::memset(buf, 0, bytes);
+  auto* dst = static_cast<uint8_t*>(buf);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int n = 0; n < w.rows; ++n) {
+    const size_t panel = size_t(n / kLanes), lane = size_t(n % kLanes);
+    uint8_t* d = dst + (panel * panel_elems(w.cols) + lane) * es;
+    const uint8_t* s = src + size_t(n) * K * es;
+    for (size_t k = 0; k < K; ++k) std::memcpy(d + k * kLanes * es, s + k * es, es);
+  }
+  p.data = buf;
+  p.storage = std::shared_ptr<const void>(buf, [](const void* q) { std::free(const_cast<void*>(q)); });
+  return p;
 }
 
-void gemm_rows(const float* x, int M, const WeightView& w, int n0, int n1, const GemmOut& o, float* scratch) {
+void GemmScratch::reserve(int threads, int max_k) {
+  if (int(per_thread.size()) < threads) per_thread.resize(threads);
+  const size_t need = size_t(kMaxPanels) * panel_elems(max_k);
+  for (auto& s : per_thread)
+    if (s.size() < need) s.resize(need);
+}
+
+void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o, float* scratch) {
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
   const int K = w.cols;
+  const TileShape ts = tile_shape(M);
   // Widening a block once pays when more than one token tile reuses it.
-  const bool widen = w.type != WType::F32 && M > kColsPerTile && scratch != nullptr;
-  for (int n = n0; n < n1; n += kRowsPerTile) {
-    const int R = std::min(kRowsPerTile, n1 - n);
+  const bool widen = w.type != WType::F32 && M > ts.cols && scratch != nullptr;
+  float acc[kMaxAcc * kLanes];
+  for (int p = p0; p < p1; p += ts.panels) {
+    const int P = std::min(ts.panels, p1 - p);
     const void* wp = w.data;
-    int wn = n;
+    int wpan = p;
     WType wt = w.type;
     if (widen) {
-      widen_rows(w, n, R, scratch, avx2);
+      widen_panels(w, p, P, scratch, avx2);
       wp = scratch;
-      wn = 0;
+      wpan = 0;
       wt = WType::F32;
     }
-    GemmOut ob = o;
-    if (widen) {  // the scratch holds rows 0..R-1: shift the output and bias to rows n..
-      ob.y = o.y + n;
-      ob.bias = o.bias ? o.bias + n : nullptr;
-    }
-    for (int t = 0; t < M; t += kColsPerTile) {
-      const int C = std::min(kColsPerTile, M - t);
-      tile_for(wt, R, C, avx2)(x, K, wp, wn, t, ob);
+    for (int t = 0; t < M; t += ts.cols) {
+      const int C = std::min(ts.cols, M - t);
+      tile_for(wt, P, C, avx2)(x, K, wp, wpan, t, acc);
+      store_tile(acc, P, C, p, t, w.rows, o);
     }
   }
 }
 
-void gemm(ThreadPool& pool, GemmScratch& scratch, const float* x, int M, const WeightView& w, const GemmOut& o) {
-  const int blocks = (w.rows + kRowsPerTile - 1) / kRowsPerTile;
+void gemm(ThreadPool& pool, GemmScratch& scratch, const float* x, int M, const PackedWeight& w, const GemmOut& o) {
+  const int panels = w.panels();
   const double macs = double(M) * w.rows * w.cols;
   const int P = macs < 65536.0 ? 1 : pool.size();  // tiny products: a region costs more than the work
   auto part = [&](int i, int n) {
-    const int b0 = int(int64_t(blocks) * i / n), b1 = int(int64_t(blocks) * (i + 1) / n);
+    const int b0 = int(int64_t(panels) * i / n), b1 = int(int64_t(panels) * (i + 1) / n);
     if (b0 >= b1) return;
     float* s = i < int(scratch.per_thread.size()) && !scratch.per_thread[i].empty() ? scratch.per_thread[i].data()
                                                                                      : nullptr;
-    gemm_rows(x, M, w, b0 * kRowsPerTile, std::min(w.rows, b1 * kRowsPerTile), o, s);
+    gemm_panels(x, M, w, b0, b1, o, s);
   };
   if (P == 1) {
     part(0, 1);
@@ -209,12 +250,34 @@ void gemm(ThreadPool& pool, GemmScratch& scratch, const float* x, int M, const W
   }
 }
 
+// ---- the 8-lane dot product (RMSNorm) -------------------------------------------------------------------------
+namespace {
+float dot_portable(const float* a, const float* b, int K) {
+  float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const int K8 = K & ~7;
+  for (int k = 0; k < K8; k += 8)
+    for (int l = 0; l < 8; ++l) v[l] = std::fma(b[k + l], a[k + l], v[l]);
+  float s = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+  for (int k = K8; k < K; ++k) s = std::fma(b[k], a[k], s);
+  return s;
+}
+#if defined(__x86_64__)
+LA_AVX2 float dot_avx2(const float* a, const float* b, int K) {
+  __m256 acc = _mm256_setzero_ps();
+  const int K8 = K & ~7;
+  for (int k = 0; k < K8; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(b + k), _mm256_loadu_ps(a + k), acc);
+  float s = fold_avx2(acc);
+  for (int k = K8; k < K; ++k) s = std::fma(b[k], a[k], s);
+  return s;
+}
+#endif
+}  // namespace
+
 float dot_f32(const float* a, const float* b, int K) {
-  float y = 0;
-  GemmOut o{&y, 1, nullptr, false};
-  WeightView w{b, WType::F32, 1, K};
-  gemm_rows(a, 1, w, 0, 1, o, nullptr);
-  return y;
+#if defined(__x86_64__)
+  if (cpu_isa() == CpuIsa::Avx2) return dot_avx2(a, b, K);
+#endif
+  return dot_portable(a, b, K);
 }
 
 }  // namespace la

@@ -61,11 +61,31 @@ WeightView view_of(const at::Tensor& t) {
 
 const void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+// What the CPU kernels read: panel copies of the matrices (the ATen tensors stay, for --kernels off forks), raw
+// pointers to the vectors. The rope tables are the caller's.
+CpuModelView cpu_model_view(const TorchWeights& w) {
+  CpuModelView v;
+  v.type = wtype_of(w.dtype);
+  v.embed = w.embed.data_ptr();
+  v.norm = w.norm.data_ptr();
+  v.lm_head = pack_weight(view_of(w.lm_head));
+  for (const LayerW& L : w.layers)
+    v.layers.push_back(CpuLayerView{pack_weight(view_of(L.wqkv)), pack_weight(view_of(L.wo)),
+                                    pack_weight(view_of(L.wgu)), pack_weight(view_of(L.wd)), L.ln1.data_ptr(),
+                                    L.ln2.data_ptr(), data_or_null(L.bqkv), data_or_null(L.bo)});
+  return v;
+}
+
 class TorchLlama final : public StepModel {
  public:
   TorchLlama(std::shared_ptr<const TorchWeights> w, std::string desc, bool kernels, bool graphs,
-             std::shared_ptr<ThreadPool> pool)
-      : w_(std::move(w)), desc_(std::move(desc)), kernels_(kernels), graphs_(graphs), pool_(std::move(pool)) {
+             std::shared_ptr<ThreadPool> pool, std::shared_ptr<const CpuModelView> cpu_weights = nullptr)
+      : w_(std::move(w)),
+        desc_(std::move(desc)),
+        kernels_(kernels),
+        graphs_(graphs),
+        pool_(std::move(pool)),
+        cpu_weights_(std::move(cpu_weights)) {
     rope_ = make_rope_tables(w_->cfg, w_->device);
     make_cpu_forward();
     // The KV cache starts at what short requests need and doubles on demand up to the context (+256 rows of step
@@ -98,7 +118,7 @@ class TorchLlama final : public StepModel {
   std::unique_ptr<StepModel> fork() const override { return fork_with(kernels_, graphs_); }
   // A fork whose forward uses (or not) the kernels and graphs: compares both paths on one set of weights.
   std::unique_ptr<TorchLlama> fork_with(bool kernels, bool graphs) const {
-    return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, pool_);
+    return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, pool_, cpu_weights_);
   }
 
   std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* logits_out) override {
@@ -188,14 +208,9 @@ class TorchLlama final : public StepModel {
       kernel_note_ = "cpu kernels off: " + why;
       return;
     }
-    CpuModelView v;
-    v.type = wtype_of(w_->dtype);
-    v.embed = w_->embed.data_ptr();
-    v.norm = w_->norm.data_ptr();
-    v.lm_head = view_of(w_->lm_head);
-    for (const LayerW& L : w_->layers)
-      v.layers.push_back(CpuLayerView{view_of(L.wqkv), view_of(L.wo), view_of(L.wgu), view_of(L.wd), L.ln1.data_ptr(),
-                                      L.ln2.data_ptr(), data_or_null(L.bqkv), data_or_null(L.bo)});
+    // The GEMM's panel copies of the weights are made once and shared by every fork (replicas, simulated ranks).
+    if (!cpu_weights_) cpu_weights_ = std::make_shared<const CpuModelView>(cpu_model_view(*w_));
+    CpuModelView v = *cpu_weights_;
     v.rope_cos = rope_.cos.data_ptr<float>();
     v.rope_sin = rope_.sin.data_ptr<float>();
     cpu_ = std::make_unique<CpuForward>(w_->cfg, v, pool_);
@@ -256,6 +271,7 @@ class TorchLlama final : public StepModel {
   int len_ = 0, step_len_ = 0;
   std::string kernel_note_;  // shown in describe(): which kernels serve, or why none do
   std::string selfcheck_note_;
+  std::shared_ptr<const CpuModelView> cpu_weights_;  // packed once, shared with forks
   std::unique_ptr<CpuForward> cpu_;
 #ifdef LOOKAHEAD_WITH_CUDA
   std::unique_ptr<CudaForward> cf_;

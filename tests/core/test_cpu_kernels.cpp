@@ -41,7 +41,8 @@ std::vector<CpuIsa> isas() {
 struct Weight {
   std::vector<uint8_t> raw;
   std::vector<float> f;
-  WeightView view;
+  WeightView view;      // row-major, as loaded
+  PackedWeight packed;  // the GEMM's panel copy
 };
 Weight make_weight(int N, int K, WType t, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -53,6 +54,7 @@ Weight make_weight(int N, int K, WType t, std::mt19937& rng) {
     w.f[i] = load_f32(w.raw.data(), t, long(i));
   }
   w.view = WeightView{w.raw.data(), t, N, K};
+  w.packed = pack_weight(w.view);
   return w;
 }
 std::vector<float> randv(size_t n, std::mt19937& rng) {
@@ -67,7 +69,7 @@ __attribute__((target("f16c"))) float hw_f16_to_f32(uint16_t h) { return _cvtsh_
 __attribute__((target("f16c"))) uint16_t hw_f32_to_f16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 #endif
 
-using GemmFn = std::function<void(const float* x, int M, const WeightView& w, float* y)>;
+using GemmFn = std::function<void(const float* x, int M, const Weight& w, float* y)>;
 
 // The invariance check: each of M rows computed inside the M-row product equals the row computed alone, to the bit.
 // Returns the number of differing elements.
@@ -75,17 +77,19 @@ long row_invariance_violations(const GemmFn& f, const Weight& w, int M, std::mt1
   const int N = w.view.rows, K = w.view.cols;
   auto x = randv(size_t(M) * K, rng);
   std::vector<float> all(size_t(M) * N), one(N);
-  f(x.data(), M, w.view, all.data());
+  f(x.data(), M, w, all.data());
   long bad = 0;
   for (int t = 0; t < M; ++t) {
-    f(x.data() + size_t(t) * K, 1, w.view, one.data());
+    f(x.data() + size_t(t) * K, 1, w, one.data());
     bad += std::memcmp(one.data(), all.data() + size_t(t) * N, N * 4) != 0;
   }
   return bad;
 }
 
 GemmFn pool_gemm(ThreadPool& pool, GemmScratch& s) {
-  return [&](const float* x, int M, const WeightView& w, float* y) { gemm(pool, s, x, M, w, GemmOut{y, w.rows}); };
+  return [&](const float* x, int M, const Weight& w, float* y) {
+    gemm(pool, s, x, M, w.packed, GemmOut{y, w.view.rows});
+  };
 }
 
 }  // namespace
@@ -152,7 +156,7 @@ TEST(CpuGemm, MatchesADoubleReferenceOnEveryShapeClassAndType) {
             auto x = randv(size_t(M) * K, rng);
             auto bias = randv(N, rng);
             std::vector<float> y(size_t(M) * N, 0.5f);
-            gemm(pool, s, x.data(), M, w.view, GemmOut{y.data(), N, bias.data(), true});
+            gemm(pool, s, x.data(), M, w.packed, GemmOut{y.data(), N, bias.data(), true});
             for (int m = 0; m < M; ++m)
               for (int n = 0; n < N; ++n) {
                 double ref = 0.5 + bias[n];
@@ -201,7 +205,7 @@ TEST(CpuGemm, ThreadCountsAndIsaPathsGiveTheSameBits) {
           GemmScratch s;
           s.reserve(threads, 579);
           std::vector<float> y(size_t(M) * 203);
-          gemm(pool, s, x.data(), M, w.view, GemmOut{y.data(), 203});
+          gemm(pool, s, x.data(), M, w.packed, GemmOut{y.data(), 203});
           if (ref.empty()) ref = y;
           EXPECT_EQ(std::memcmp(ref.data(), y.data(), y.size() * 4), 0)
               << name(t) << " M " << M << " " << cpu_isa_name(isa) << " threads " << threads;
@@ -213,7 +217,8 @@ TEST(CpuGemm, ThreadCountsAndIsaPathsGiveTheSameBits) {
 // step size might) rounds differently, and the invariance check above must say so.
 TEST(CpuGemm, NegativeControlAStepSizeDependentChunkingIsCaught) {
   std::mt19937 rng(5);
-  GemmFn chunked = [](const float* x, int M, const WeightView& w, float* y) {
+  GemmFn chunked = [](const float* x, int M, const Weight& wt, float* y) {
+    const WeightView& w = wt.view;
     const int K = w.cols, split = M > 4 ? K / 2 : K;
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < w.rows; ++n) {

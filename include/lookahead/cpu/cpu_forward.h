@@ -24,8 +24,10 @@ namespace la {
 
 class ThreadPool;
 
+// The weights the kernels read: the GEMM's panel copies (pack_weight, shared by every replica of the model) and
+// raw views of the small vectors.
 struct CpuLayerView {
-  WeightView wqkv, wo, wgu, wd;
+  PackedWeight wqkv, wo, wgu, wd;
   const void* ln1 = nullptr;   // [hidden]
   const void* ln2 = nullptr;
   const void* bqkv = nullptr;  // [q + 2 kv] or null
@@ -36,7 +38,7 @@ struct CpuModelView {
   WType type = WType::F32;
   const void* embed = nullptr;  // [vocab, hidden]
   const void* norm = nullptr;   // [hidden]
-  WeightView lm_head;
+  PackedWeight lm_head;
   std::vector<CpuLayerView> layers;
   const float* rope_cos = nullptr;  // [max_positions, head_dim] fp32
   const float* rope_sin = nullptr;

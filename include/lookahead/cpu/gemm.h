@@ -1,19 +1,25 @@
 // y = x W^T (+ bias) (+ y) for a step's token rows x [M, K] (fp32) and a weight W [N, K] in fp32, bf16 or fp16,
 // accumulated in fp32; M is any number of rows (1 for plain decoding, up to a few hundred for a prefill).
 //
-// Each weight byte is streamed from memory once per call: a block of 4 weight rows is read once (converted to
-// fp32 in a per-thread scratch when several token tiles will reuse it) and multiplied with every token row while
-// it sits in L1, 3 token rows at a time. Threads split the weight rows.
+// Layout. The weight is repacked once, at load (pack_weight), into panels of 8 consecutive weight rows stored
+// k-major, so that one 8-lane load is the k-th weight of 8 output rows:
+//
+//   panel p (rows 8p .. 8p+7):  | w[8p][0] .. w[8p+7][0] | w[8p][1] .. w[8p+7][1] | ... | w[8p][K-1] .. |
+//                                 <------ 8 lanes ------>                                  (last panel zero-padded)
+//
+// A register tile is P panels x C token rows of 8-lane accumulators (P x C <= 12, chosen by M): per k it loads P
+// weight vectors and broadcasts C activations, so each weight byte is streamed from memory once per call, there
+// is no horizontal reduction, and the multiply-adds run near the FMA units' rate once C >= 3. Threads split the
+// panels; bf16/fp16 panels are widened to fp32 once per block when several token tiles will reuse them.
 //
 // Batch invariance: every output y[t][n] is computed by one thread alone as
-//   acc[l] = fma(w[n][8j + l], x[t][8j + l], acc[l])   for j = 0, 1, ... (lanes l = 0..7, from zero)
-//   s = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7))
-//   s = fma(w[n][k], x[t][k], s)                        for the K % 8 tail, in order
+//   s = 0;  s = fma(w[n][k], x[t][k], s)   for k = 0, 1, ..., K-1, in order
 //   y[t][n] = (s + bias[n]) (+ y[t][n] with accumulate)
-// whatever M is, wherever row t falls in its tile, whatever the tile shape at the edges, the thread count or the
-// ISA path (the portable path emulates the 8 lanes). A token's result therefore does not depend on the rest of the
-// step: the same bits alone, in any tree, on any rank.
+// in one lane of one accumulator, whatever M is, whichever tile shape or lane the element falls in, whatever the
+// thread count or the ISA path (the portable path does the same scalar fma chain). A token's result therefore
+// does not depend on the rest of the step: the same bits alone, in any tree, on any rank.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "lookahead/cpu/dtype.h"
@@ -22,11 +28,24 @@ namespace la {
 
 class ThreadPool;
 
+// A weight as loaded: row-major [rows, cols].
 struct WeightView {
-  const void* data = nullptr;  // row-major [rows, cols]
+  const void* data = nullptr;
   WType type = WType::F32;
-  int rows = 0, cols = 0;      // N, K
+  int rows = 0, cols = 0;  // N, K
 };
+
+// A weight in the GEMM's panel layout (above). Copies share the storage.
+struct PackedWeight {
+  const void* data = nullptr;  // ceil(rows / 8) panels of [cols][8] elements of `type`
+  WType type = WType::F32;
+  int rows = 0, cols = 0;
+  std::shared_ptr<const void> storage;
+  int panels() const { return (rows + 7) / 8; }
+};
+
+// The panel copy of a row-major weight (exact: the same values, zero rows padding the last panel).
+PackedWeight pack_weight(const WeightView& w);
 
 struct GemmOut {
   float* y = nullptr;
@@ -35,18 +54,19 @@ struct GemmOut {
   bool accumulate = false;      // y += result (the residual add), else y = result
 };
 
-// Per-thread scratch for weight blocks converted to fp32: 4 * K floats per pool thread, grown by reserve().
+// Per-thread scratch for weight blocks widened to fp32 (reserve(threads, max K)).
 struct GemmScratch {
   std::vector<std::vector<float>> per_thread;
   void reserve(int threads, int max_k);
 };
 
-// Rows n0 .. n1-1 of the output on the calling thread (scratch: at least 4 * K floats, or null for fp32 weights).
-void gemm_rows(const float* x, int M, const WeightView& w, int n0, int n1, const GemmOut& out, float* scratch);
-// The whole output, weight rows split over the pool (small products stay on the calling thread).
-void gemm(ThreadPool& pool, GemmScratch& scratch, const float* x, int M, const WeightView& w, const GemmOut& out);
+// The whole output, panels split over the pool (small products stay on the calling thread).
+void gemm(ThreadPool& pool, GemmScratch& scratch, const float* x, int M, const PackedWeight& w, const GemmOut& out);
+// Panels p0 .. p1-1 (output rows 8 p0 .. min(8 p1, N) - 1) on the calling thread; scratch as above or null.
+void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& out, float* scratch);
 
-// The 8-lane dot product above for one pair of fp32 vectors (attention uses it for q . k).
+// An 8-lane dot product of two fp32 vectors: lanes l = k mod 8 accumulate fma in k order, then the fold
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the K % 8 tail by fma in order (RMSNorm uses it).
 float dot_f32(const float* a, const float* b, int K);
 
 }  // namespace la
