@@ -30,21 +30,59 @@ void axpy_portable(float p, const void* v, WType t, long off, int D, float* acc)
 }
 
 #if defined(__x86_64__)
-// dot(q, k) in gemm.h's order, k widened from the cache type.
-LA_AVX2 float dot_avx2(const float* q, const void* k, WType t, long off, int D) {
+// dot(q, k_i) for 4 keys at once, each in gemm.h's dot_f32 order (4 independent chains instead of one).
+template <WType WT>
+LA_AVX2 void dot4_avx2(const float* q, const void* k, const long* off, int D, float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  const int D8 = D & ~7;
+  for (int d = 0; d < D8; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    a0 = _mm256_fmadd_ps(wload_avx2<WT>(k, off[0] + d), qv, a0);
+    a1 = _mm256_fmadd_ps(wload_avx2<WT>(k, off[1] + d), qv, a1);
+    a2 = _mm256_fmadd_ps(wload_avx2<WT>(k, off[2] + d), qv, a2);
+    a3 = _mm256_fmadd_ps(wload_avx2<WT>(k, off[3] + d), qv, a3);
+  }
+  const __m256 acc[4] = {a0, a1, a2, a3};
+  for (int i = 0; i < 4; ++i) {
+    float s = fold_avx2(acc[i]);
+    for (int d = D8; d < D; ++d) s = std::fma(load_f32(k, WT, off[i] + d), q[d], s);
+    out[i] = s;
+  }
+}
+template <WType WT>
+LA_AVX2 float dot_avx2(const float* q, const void* k, long off, int D) {
   __m256 acc = _mm256_setzero_ps();
   const int D8 = D & ~7;
-  for (int d = 0; d < D8; d += 8) acc = _mm256_fmadd_ps(load8_avx2(k, t, off + d), _mm256_loadu_ps(q + d), acc);
+  for (int d = 0; d < D8; d += 8) acc = _mm256_fmadd_ps(wload_avx2<WT>(k, off + d), _mm256_loadu_ps(q + d), acc);
   float s = fold_avx2(acc);
-  for (int d = D8; d < D; ++d) s = std::fma(load_f32(k, t, off + d), q[d], s);
+  for (int d = D8; d < D; ++d) s = std::fma(load_f32(k, WT, off + d), q[d], s);
   return s;
 }
-LA_AVX2 void axpy_avx2(float p, const void* v, WType t, long off, int D, float* acc) {
-  const __m256 pv = _mm256_set1_ps(p);
+// out[d] = fma over keys j in order of p_j * v_j[d], from zero: 64 lanes at a time held in 8 registers across
+// the keys (the same chain per element as one fma per key into memory).
+template <WType WT>
+LA_AVX2 void weighted_sum_avx2(const float* p, const void* v, const long* off, int S, int D, float* out) {
   const int D8 = D & ~7;
-  for (int d = 0; d < D8; d += 8)
-    _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pv, load8_avx2(v, t, off + d), _mm256_loadu_ps(acc + d)));
-  for (int d = D8; d < D; ++d) acc[d] = std::fma(p, load_f32(v, t, off + d), acc[d]);
+  int d0 = 0;
+  for (; d0 + 64 <= D8; d0 += 64) {
+    __m256 a[8];
+    for (int b = 0; b < 8; ++b) a[b] = _mm256_setzero_ps();
+    for (int j = 0; j < S; ++j) {
+      const __m256 pv = _mm256_set1_ps(p[j]);
+      for (int b = 0; b < 8; ++b) a[b] = _mm256_fmadd_ps(pv, wload_avx2<WT>(v, off[j] + d0 + 8 * b), a[b]);
+    }
+    for (int b = 0; b < 8; ++b) _mm256_storeu_ps(out + d0 + 8 * b, a[b]);
+  }
+  for (; d0 < D8; d0 += 8) {
+    __m256 a = _mm256_setzero_ps();
+    for (int j = 0; j < S; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), wload_avx2<WT>(v, off[j] + d0), a);
+    _mm256_storeu_ps(out + d0, a);
+  }
+  for (int d = D8; d < D; ++d) {
+    float a = 0.f;
+    for (int j = 0; j < S; ++j) a = std::fma(p[j], load_f32(v, WT, off[j] + d), a);
+    out[d] = a;
+  }
 }
 #endif
 
@@ -58,22 +96,27 @@ float dot_portable(const float* q, const void* k, WType t, long off, int D) {
   return s;
 }
 
-// All query heads of K/V head kh for one token.
+// All query heads of K/V head kh for one token (off: scratch for the S key offsets).
+template <WType WT>
 void attend(const AttentionShape& s, const float* q, const KvLayer& kv, const KeyList& keys, int kh, float* scores,
-            float* out, bool avx2) {
+            long* off, float* out, bool avx2) {
   const int D = s.head_dim, g = s.heads / s.kv_heads, S = keys.count();
   const long stride = long(s.kv_heads) * D;
-  for (int j = 0; j < S; ++j) {
-    const long off = keys.row(j) * stride + long(kh) * D;
-    for (int h = 0; h < g; ++h) {
-      const float* qh = q + long(kh * g + h) * D;
+  for (int j = 0; j < S; ++j) off[j] = keys.row(j) * stride + long(kh) * D;
+  for (int h = 0; h < g; ++h) {
+    const float* qh = q + long(kh * g + h) * D;
+    float* sc = scores + long(h) * S;
+    int j = 0;
 #if defined(__x86_64__)
-      const float d = avx2 ? dot_avx2(qh, kv.k, kv.type, off, D) : dot_portable(qh, kv.k, kv.type, off, D);
-#else
-      const float d = dot_portable(qh, kv.k, kv.type, off, D);
-#endif
-      scores[long(h) * S + j] = d * s.scale;
+    if (avx2) {
+      for (; j + 4 <= S; j += 4) {
+        dot4_avx2<WT>(qh, kv.k, off + j, D, sc + j);
+        for (int i = 0; i < 4; ++i) sc[j + i] *= s.scale;
+      }
+      for (; j < S; ++j) sc[j] = dot_avx2<WT>(qh, kv.k, off[j], D) * s.scale;
     }
+#endif
+    for (; j < S; ++j) sc[j] = dot_portable(qh, kv.k, WT, off[j], D) * s.scale;
   }
   for (int h = 0; h < g; ++h) {
     float* sc = scores + long(h) * S;
@@ -85,26 +128,30 @@ void attend(const AttentionShape& s, const float* q, const KvLayer& kv, const Ke
       sum += sc[j];
     }
     float* o = out + long(kh * g + h) * D;
-    std::fill(o, o + D, 0.f);
-    for (int j = 0; j < S; ++j) {
-      const long off = keys.row(j) * stride + long(kh) * D;
 #if defined(__x86_64__)
-      if (avx2) {
-        axpy_avx2(sc[j], kv.v, kv.type, off, D, o);
-        continue;
-      }
+    if (avx2) {
+      weighted_sum_avx2<WT>(sc, kv.v, off, S, D, o);
+    } else
 #endif
-      axpy_portable(sc[j], kv.v, kv.type, off, D, o);
+    {
+      std::fill(o, o + D, 0.f);
+      for (int j = 0; j < S; ++j) axpy_portable(sc[j], kv.v, WT, off[j], D, o);
     }
     for (int d = 0; d < D; ++d) o[d] /= sum;
   }
+}
+
+using AttendFn = void (*)(const AttentionShape&, const float*, const KvLayer&, const KeyList&, int, float*, long*,
+                          float*, bool);
+AttendFn attend_for(WType t) {
+  return t == WType::F32 ? &attend<WType::F32> : t == WType::BF16 ? &attend<WType::BF16> : &attend<WType::F16>;
 }
 
 }  // namespace
 
 void AttentionScratch::reserve(int threads, int group, int max_keys) {
   if (int(per_thread.size()) < threads) per_thread.resize(threads);
-  const size_t need = size_t(group) * max_keys + size_t(max_keys);  // scores, then the path
+  const size_t need = size_t(group) * max_keys + size_t(max_keys) * 3;  // key offsets (2 floats each), scores, the path
   for (auto& v : per_thread)
     if (v.size() < need) v.resize(need);
 }
@@ -113,8 +160,12 @@ void step_attention(ThreadPool& pool, AttentionScratch& scratch, const Attention
                     const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo) {
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
   const int items = T * s.kv_heads, g = s.heads / s.kv_heads;
+  const AttendFn attend_one = attend_for(kv.type);
   auto part = [&](int i, int n) {
-    float* scores = scratch.per_thread[i].data();
+    float* base = scratch.per_thread[i].data();  // [key offsets (8-byte) | scores | path]
+    static_assert(sizeof(long) <= 2 * sizeof(float), "a key offset takes two floats of scratch");
+    long* off = reinterpret_cast<long*>(base);
+    float* scores = base + size_t(2) * (L + T);
     int32_t* path = reinterpret_cast<int32_t*>(scores + size_t(g) * (L + T));
     int last_t = -1;
     KeyList keys;
@@ -128,7 +179,7 @@ void step_attention(ThreadPool& pool, AttentionScratch& scratch, const Attention
         keys = KeyList{L, path, depth};
         last_t = t;
       }
-      attend(s, q + long(t) * ldq, kv, keys, kh, scores, out + long(t) * ldo, avx2);
+      attend_one(s, q + long(t) * ldq, kv, keys, kh, scores, off, out + long(t) * ldo, avx2);
     }
   };
   if (pool.size() == 1 || items == 1) {

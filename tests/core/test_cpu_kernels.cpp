@@ -297,10 +297,12 @@ AttnCase alone(const AttnCase& c, int t) {
 TEST(CpuAttention, MatchesADoubleSoftmaxReference) {
   std::mt19937 rng(6);
   ThreadPool pool(2);
-  for (WType t : kTypes) {
-    AttnCase c = make_attn(6, 2, 12, t, 9, 7, rng);
+  // D = 12: the 8-lane body and a tail; 64 and 136: the 64-lane register blocks of the AVX2 weighted sum, + rest.
+  for (WType t : kTypes)
+    for (int D : {12, 64, 136}) {
+    AttnCase c = make_attn(6, 2, D, t, 9, 7, rng);
     auto out = run_attn(pool, c);
-    const int D = 12, g = 3;
+    const int g = 3;
     for (int i = 0; i < c.T; ++i)
       for (int h = 0; h < 6; ++h) {
         std::vector<int> keys;
@@ -321,10 +323,31 @@ TEST(CpuAttention, MatchesADoubleSoftmaxReference) {
         for (int e = 0; e < D; ++e) {
           double o = 0;
           for (size_t j = 0; j < keys.size(); ++j) o += sc[j] / sum * load_f32(c.v.data(), t, long(keys[j]) * 2 * D + (h / g) * D + e);
-          ASSERT_NEAR(out[size_t(i) * 6 * D + h * D + e], o, 2e-5) << name(t) << " token " << i << " head " << h;
+          ASSERT_NEAR(out[size_t(i) * 6 * D + h * D + e], o, 2e-5) << name(t) << " D " << D << " token " << i << " head " << h;
         }
       }
-  }
+    }
+}
+
+TEST(CpuAttention, IsaPathsAndThreadCountsGiveTheSameBits) {
+  if (detected_cpu_isa() != CpuIsa::Avx2) GTEST_SKIP() << "only the portable path runs on this CPU";
+  std::mt19937 rng(8);
+  IsaGuard g;
+  for (WType t : kTypes)
+    for (int D : {8, 12, 64, 72, 136})
+      for (int L : {0, 5, 33}) {  // key counts on and off the 4-key groups of the AVX2 scores
+        AttnCase c = make_attn(6, 2, D, t, L, 11, rng);
+        std::vector<float> ref;
+        for (CpuIsa isa : isas())
+          for (int threads : {1, 2}) {
+            set_cpu_isa(isa);
+            ThreadPool pool(threads);
+            auto out = run_attn(pool, c);
+            if (ref.empty()) ref = out;
+            EXPECT_EQ(std::memcmp(ref.data(), out.data(), out.size() * 4), 0)
+                << name(t) << " D " << D << " L " << L << " " << cpu_isa_name(isa) << " threads " << threads;
+          }
+      }
 }
 
 TEST(CpuAttention, ATokensOutputIsTheSameBitsAloneAndInsideAnyTree) {
