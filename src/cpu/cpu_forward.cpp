@@ -53,8 +53,6 @@ CpuForward::CpuForward(const ModelConfig& cfg, const CpuModelView& w, std::share
   LA_CHECK(bqkv_.empty() || bqkv_.size() == size_t(W) * w.layers.size(), "CPU forward: q/k/v biases on some layers only");
   LA_CHECK(bo_.empty() || bo_.size() == size_t(H) * w.layers.size(), "CPU forward: o_proj biases on some layers only");
   norm_ = widen(w.norm, w.type, H);
-  int maxk = std::max({cfg.hidden, cfg.intermediate, cfg.heads * cfg.head_dim});
-  gemm_scratch_.reserve(pool_->size(), maxk);
 }
 
 CpuForward::~CpuForward() = default;
@@ -100,7 +98,7 @@ void CpuForward::layer(int l, const StepInput& in, int T, int L) {
   float* qkv = qkv_.data();
 
   rms_norm_rows(P, x, H, ln1_.data() + long(l) * H, T, H, eps, h, H);
-  gemm(P, gemm_scratch_, h, T, W.wqkv, GemmOut{qkv, WQ, bqkv_.empty() ? nullptr : bqkv_.data() + long(l) * WQ, false});
+  gemm(P, h, T, W.wqkv, GemmOut{qkv, WQ, bqkv_.empty() ? nullptr : bqkv_.data() + long(l) * WQ, false});
   rope_rows(qkv, WQ, Hq, D, in.positions.data(), T, w_.rope_cos, w_.rope_sin);
   rope_rows(qkv + Q, WQ, Hkv, D, in.positions.data(), T, w_.rope_cos, w_.rope_sin);
   for (int t = 0; t < T; ++t)  // the step's K/V into the cache, in the model's dtype
@@ -111,12 +109,12 @@ void CpuForward::layer(int l, const StepInput& in, int T, int L) {
   const AttentionShape as{Hq, Hkv, D, float(1.0 / std::sqrt(double(D)))};
   step_attention(P, att_scratch_, as, qkv, WQ, KvLayer{kc_[l], vc_[l], w_.type}, L, in.parents.data(), T,
                  att_.data(), Q);
-  gemm(P, gemm_scratch_, att_.data(), T, W.wo, GemmOut{x, H, bo_.empty() ? nullptr : bo_.data() + long(l) * H, true});
+  gemm(P, att_.data(), T, W.wo, GemmOut{x, H, bo_.empty() ? nullptr : bo_.data() + long(l) * H, true});
 
   rms_norm_rows(P, x, H, ln2_.data() + long(l) * H, T, H, eps, h, H);
-  gemm(P, gemm_scratch_, h, T, W.wgu, GemmOut{gu_.data(), 2 * I, nullptr, false});
+  gemm(P, h, T, W.wgu, GemmOut{gu_.data(), 2 * I, nullptr, false});
   swiglu_rows(P, gu_.data(), 2 * I, T, I, act_.data(), I);
-  gemm(P, gemm_scratch_, act_.data(), T, W.wd, GemmOut{x, H, nullptr, true});
+  gemm(P, act_.data(), T, W.wd, GemmOut{x, H, nullptr, true});
 }
 
 const float* CpuForward::run(const StepInput& in, int L) {
@@ -128,7 +126,7 @@ const float* CpuForward::run(const StepInput& in, int L) {
     for (int i = 0; i < H; ++i) x_[long(t) * H + i] = load_f32(w_.embed, w_.type, long(in.tokens[t]) * H + i);
   for (int l = 0; l < cfg_.layers; ++l) layer(l, in, T, L);
   rms_norm_rows(*pool_, x_.data(), H, norm_.data(), T, H, float(cfg_.rms_eps), h_.data(), H);
-  gemm(*pool_, gemm_scratch_, h_.data(), T, w_.lm_head, GemmOut{logits_.data(), cfg_.vocab, nullptr, false});
+  gemm(*pool_, h_.data(), T, w_.lm_head, GemmOut{logits_.data(), cfg_.vocab, nullptr, false});
   return logits_.data();
 }
 

@@ -86,9 +86,9 @@ long row_invariance_violations(const GemmFn& f, const Weight& w, int M, std::mt1
   return bad;
 }
 
-GemmFn pool_gemm(ThreadPool& pool, GemmScratch& s) {
+GemmFn pool_gemm(ThreadPool& pool) {
   return [&](const float* x, int M, const Weight& w, float* y) {
-    gemm(pool, s, x, M, w.packed, GemmOut{y, w.view.rows});
+    gemm(pool, x, M, w.packed, GemmOut{y, w.view.rows});
   };
 }
 
@@ -143,8 +143,6 @@ TEST(CpuThreadPool, EveryParticipantRunsOncePerRegion) {
 TEST(CpuGemm, MatchesADoubleReferenceOnEveryShapeClassAndType) {
   std::mt19937 rng(2);
   ThreadPool pool(2);
-  GemmScratch s;
-  s.reserve(pool.size(), 300);
   IsaGuard g;
   for (CpuIsa isa : isas()) {
     set_cpu_isa(isa);
@@ -156,7 +154,7 @@ TEST(CpuGemm, MatchesADoubleReferenceOnEveryShapeClassAndType) {
             auto x = randv(size_t(M) * K, rng);
             auto bias = randv(N, rng);
             std::vector<float> y(size_t(M) * N, 0.5f);
-            gemm(pool, s, x.data(), M, w.packed, GemmOut{y.data(), N, bias.data(), true});
+            gemm(pool, x.data(), M, w.packed, GemmOut{y.data(), N, bias.data(), true});
             for (int m = 0; m < M; ++m)
               for (int n = 0; n < N; ++n) {
                 double ref = 0.5 + bias[n];
@@ -174,14 +172,12 @@ TEST(CpuGemm, ARowsResultIsTheSameBitsAloneAndInsideAnyStep) {
     set_cpu_isa(isa);
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
-      GemmScratch s;
-      s.reserve(threads, 2000);
       for (WType t : kTypes) {
         // 61: a K tail and a 1-row edge tile; 2000 x 130: large enough to split over the threads.
         for (auto [N, K] : {std::pair{61, 37}, std::pair{130, 2000}}) {
           Weight w = make_weight(N, K, t, rng);
           for (int M : {2, 3, 4, 5, 9, 16, 64, 256})
-            EXPECT_EQ(row_invariance_violations(pool_gemm(pool, s), w, M, rng), 0)
+            EXPECT_EQ(row_invariance_violations(pool_gemm(pool), w, M, rng), 0)
                 << cpu_isa_name(isa) << " " << name(t) << " threads " << threads << " M " << M << " K " << K;
         }
       }
@@ -202,10 +198,8 @@ TEST(CpuGemm, ThreadCountsAndIsaPathsGiveTheSameBits) {
         for (int threads : {1, 2, 4}) {
           set_cpu_isa(isa);
           ThreadPool pool(threads);
-          GemmScratch s;
-          s.reserve(threads, 579);
           std::vector<float> y(size_t(M) * 203);
-          gemm(pool, s, x.data(), M, w.packed, GemmOut{y.data(), 203});
+          gemm(pool, x.data(), M, w.packed, GemmOut{y.data(), 203});
           if (ref.empty()) ref = y;
           EXPECT_EQ(std::memcmp(ref.data(), y.data(), y.size() * 4), 0)
               << name(t) << " M " << M << " " << cpu_isa_name(isa) << " threads " << threads;

@@ -76,7 +76,6 @@ class CpuForward {
   std::vector<void*> kc_, vc_;
   int capacity_ = 0, rows_ = 0;
   std::vector<float> x_, h_, qkv_, att_, gu_, act_, logits_;
-  GemmScratch gemm_scratch_;
   AttentionScratch att_scratch_;
 };
 
