@@ -11,6 +11,7 @@
 #include "lookahead/cpu/thread_pool.h"
 
 #include "avx2_lanes.h"
+#include "expf_lanes.h"
 
 namespace la {
 namespace {
@@ -57,6 +58,13 @@ LA_AVX2 float dot_avx2(const float* q, const void* k, long off, int D) {
   float s = fold_avx2(acc);
   for (int d = D8; d < D; ++d) s = std::fma(load_f32(k, WT, off + d), q[d], s);
   return s;
+}
+// sc[j] = exp(sc[j] - m) for the whole 8-lane groups (the same bits as expf_lanes per element); returns how far.
+LA_AVX2 inline int exp_shifted_avx2(float* sc, int S, float m) {
+  const __m256 mv = _mm256_set1_ps(m);
+  int j = 0;
+  for (; j + 8 <= S; j += 8) _mm256_storeu_ps(sc + j, expf_lanes_avx2(_mm256_sub_ps(_mm256_loadu_ps(sc + j), mv)));
+  return j;
 }
 // out[d] = fma over keys j in order of p_j * v_j[d], from zero: 64 lanes at a time held in 8 registers across
 // the keys (the same chain per element as one fma per key into memory).
@@ -122,11 +130,13 @@ void attend(const AttentionShape& s, const float* q, const KvLayer& kv, const Ke
     float* sc = scores + long(h) * S;
     float m = -INFINITY;
     for (int j = 0; j < S; ++j) m = std::max(m, sc[j]);
+    int j = 0;
+#if defined(__x86_64__)
+    if (avx2) j = exp_shifted_avx2(sc, S, m);
+#endif
+    for (; j < S; ++j) sc[j] = expf_lanes(sc[j] - m);
     float sum = 0.f;
-    for (int j = 0; j < S; ++j) {
-      sc[j] = std::exp(sc[j] - m);
-      sum += sc[j];
-    }
+    for (int i = 0; i < S; ++i) sum += sc[i];
     float* o = out + long(kh * g + h) * D;
 #if defined(__x86_64__)
     if (avx2) {

@@ -177,6 +177,19 @@ void store_tile(const float* acc, int P, int C, int p0, int t0, int N, const Gem
   store_tile_portable(acc, P, C, p0, t0, N, o);
 }
 
+// Panel p, k, lane l <- row 8p + l, column k: reads 8 rows side by side and writes each panel in order.
+template <class E>
+void pack_panels(const E* src, int N, int K, E* dst) {
+  for (int p = 0; p < (N + kLanes - 1) / kLanes; ++p) {
+    const int rows = std::min(kLanes, N - p * kLanes);
+    E* d = dst + size_t(p) * panel_elems(K);
+    for (int l = 0; l < rows; ++l) {
+      const E* s = src + size_t(p * kLanes + l) * K;
+      for (int k = 0; k < K; ++k) d[size_t(k) * kLanes + l] = s[k];
+    }
+  }
+}
+
 }  // namespace
 
 PackedWeight pack_weight(const WeightView& w) {
@@ -185,18 +198,15 @@ PackedWeight pack_weight(const WeightView& w) {
   p.type = w.type;
   p.rows = w.rows;
   p.cols = w.cols;
-  const size_t es = size_t(wtype_size(w.type)), K = size_t(w.cols);
+  const size_t es = size_t(wtype_size(w.type));
   const size_t bytes = size_t(p.panels()) * panel_elems(w.cols) * es;
   void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   LA_CHECK(buf != nullptr, "pack_weight: cannot allocate ", bytes, " bytes");
   std::memset(buf, 0, bytes);
-  auto* dst = static_cast<uint8_t*>(buf);
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  for (int n = 0; n < w.rows; ++n) {
-    const size_t panel = size_t(n / kLanes), lane = size_t(n % kLanes);
-    uint8_t* d = dst + (panel * panel_elems(w.cols) + lane) * es;
-    const uint8_t* s = src + size_t(n) * K * es;
-    for (size_t k = 0; k < K; ++k) std::memcpy(d + k * kLanes * es, s + k * es, es);
+  if (es == 4) {
+    pack_panels(static_cast<const uint32_t*>(w.data), w.rows, w.cols, static_cast<uint32_t*>(buf));
+  } else {
+    pack_panels(static_cast<const uint16_t*>(w.data), w.rows, w.cols, static_cast<uint16_t*>(buf));
   }
   p.data = buf;
   p.storage = std::shared_ptr<const void>(buf, [](const void* q) { std::free(const_cast<void*>(q)); });

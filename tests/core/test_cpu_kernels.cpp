@@ -19,6 +19,8 @@
 #include <immintrin.h>
 #endif
 
+#include "../../src/cpu/expf_lanes.h"  // private to src/cpu: tested here directly
+
 using namespace la;
 
 namespace {
@@ -65,6 +67,7 @@ std::vector<float> randv(size_t n, std::mt19937& rng) {
 }
 
 #if defined(__x86_64__)
+LA_AVX2 void avx2_exp8(const float* x, float* y) { _mm256_storeu_ps(y, expf_lanes_avx2(_mm256_loadu_ps(x))); }
 __attribute__((target("f16c"))) float hw_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 __attribute__((target("f16c"))) uint16_t hw_f32_to_f16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 #endif
@@ -123,6 +126,37 @@ TEST(CpuDtype, Fp16ConversionsMatchF16CAndRoundToNearestEven) {
     std::memcpy(&f, &u, 4);
     if (std::isnan(f)) continue;
     EXPECT_EQ(f32_to_f16(f), hw_f32_to_f16(f)) << f;
+  }
+#endif
+}
+
+TEST(CpuExp, WithinTwoUlpOfExpAndTheSameBitsOnBothIsaPaths) {
+  std::vector<float> xs;
+  for (float x = -90.f; x <= 90.f; x += 0.00731f) xs.push_back(x);
+  for (float x : {0.f, -0.f, 1e-30f, -1e-30f, -87.f, 88.f, -87.0001f, 88.0001f, 1000.f, -1000.f, INFINITY, -INFINITY})
+    xs.push_back(x);
+  xs.push_back(NAN);
+  while (xs.size() % 8) xs.push_back(0.5f);
+  for (float x : xs) {
+    const float y = expf_lanes(x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(y));
+    } else if (x < -87.f) {
+      EXPECT_EQ(y, 0.f) << x;
+    } else if (x > 88.f) {
+      EXPECT_EQ(y, INFINITY) << x;
+    } else {
+      const double ref = std::exp(double(x));
+      EXPECT_LE(std::fabs(y - ref), 2.0 * std::fabs(std::nextafter(float(ref), INFINITY) - float(ref))) << x;
+    }
+  }
+#if defined(__x86_64__)
+  if (detected_cpu_isa() != CpuIsa::Avx2) GTEST_SKIP() << "no AVX2 path on this CPU";
+  std::vector<float> v(xs.size());
+  for (size_t i = 0; i < xs.size(); i += 8) avx2_exp8(xs.data() + i, v.data() + i);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float s = expf_lanes(xs[i]);
+    EXPECT_TRUE(std::memcmp(&s, &v[i], 4) == 0 || (std::isnan(s) && std::isnan(v[i]))) << xs[i];
   }
 #endif
 }
