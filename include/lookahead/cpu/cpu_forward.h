@@ -1,6 +1,8 @@
 // The CPU step forward (no libtorch): a Llama-family step over the committed KV cache with this folder's kernels
 // and one thread pool. TorchLlama (src/model/torch_llama.cpp) owns the weights and the cache and hands this
-// class raw views of them; the ATen forward stays the reference (--kernels off).
+// class the GEMM's panel copies of the matrices (made once per model, shared by its forks) and raw views of the
+// rest; the ATen forward stays the reference (--kernels off). Memory: the panel copies are a second copy of the
+// matrices next to the ATen tensors, which stay for --kernels off forks and the weights' checksum.
 //
 // One step of T tokens, activations in fp32, weights and the KV cache in the model's dtype:
 //   x = embed[tokens]
