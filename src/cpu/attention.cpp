@@ -3,6 +3,8 @@
 #include "lookahead/cpu/attention.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 
@@ -15,13 +17,14 @@
 namespace la {
 namespace {
 
-// The cache row (absolute index) of key j of token t: cache rows first, then t's ancestors root first.
+// The cache row (absolute index) of key j of token t: cache rows first .. L-1, then t's kept ancestors root first.
 struct KeyList {
   int L = 0;
+  int first = 0;                  // first cache row kept (0 without a window)
   const int32_t* path = nullptr;  // step indices, root first
-  int depth = 0;                  // path length (t included)
-  int count() const { return L + depth; }
-  int row(int j) const { return j < L ? j : L + path[j - L]; }
+  int depth = 0;                  // kept path length (t included)
+  int count() const { return L - first + depth; }
+  int row(int j) const { return j < L - first ? first + j : L + path[j - (L - first)]; }
 };
 
 // v * p accumulated into acc[0..D) (fma per element, in call order) for the portable path.
@@ -72,7 +75,8 @@ void attend(const AttentionShape& s, const float* q, const KvLayer& kv, const Ke
 #else
       const float d = dot_portable(qh, kv.k, kv.type, off, D);
 #endif
-      scores[long(h) * S + j] = d * s.scale;
+      const float sc = d * s.scale;
+      scores[long(h) * S + j] = s.softcap > 0.f ? std::tanh(sc / s.softcap) * s.softcap : sc;
     }
   }
   for (int h = 0; h < g; ++h) {
@@ -110,7 +114,8 @@ void AttentionScratch::reserve(int threads, int group, int max_keys) {
 }
 
 void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
-                    const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo) {
+                    const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo,
+                    const int32_t* positions) {
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
   const int items = T * s.kv_heads, g = s.heads / s.kv_heads;
   auto part = [&](int i, int n) {
@@ -120,12 +125,16 @@ void step_attention(ThreadPool& pool, AttentionScratch& scratch, const Attention
     KeyList keys;
     for (int it = int(int64_t(items) * i / n); it < int(int64_t(items) * (i + 1) / n); ++it) {
       const int t = it / s.kv_heads, kh = it % s.kv_heads;
-      if (t != last_t) {  // t's ancestors, root first
+      if (t != last_t) {  // t's ancestors (inside its window), root first
+        const int lo = s.window > 0 ? positions[t] - s.window : INT32_MIN;  // keys at positions <= lo are hidden
+        auto kept = [&](int a) { return s.window <= 0 || positions[a] > lo; };
         int depth = 0;
-        for (int a = t; a >= 0; a = parents[a]) ++depth;
+        for (int a = t; a >= 0; a = parents[a]) depth += kept(a);
         int k = depth;
-        for (int a = t; a >= 0; a = parents[a]) path[--k] = a;
-        keys = KeyList{L, path, depth};
+        for (int a = t; a >= 0; a = parents[a])
+          if (kept(a)) path[--k] = a;
+        const int first = s.window > 0 ? std::min(L, std::max(0, lo + 1)) : 0;
+        keys = KeyList{L, first, path, depth};
         last_t = t;
       }
       attend(s, q + long(t) * ldq, kv, keys, kh, scores, out + long(t) * ldo, avx2);
