@@ -207,12 +207,12 @@ const char* const kArchModels[] = {"random:tiny-qwen3:1", "random:tiny-phi3:2", 
                                    "random:tiny-gemma3:4"};
 }  // namespace
 
-// Measured (2-core dev VM, shared): fp32 <= 1.8e-6, bf16 <= 3.6e-2 (tiny-gemma2: bf16 rounding of every ATen
+// Measured (2-core dev VM, shared): fp32 <= 1.8e-6, bf16 <= 3.6e-2, fp16 <= 4.6e-3 (tiny-gemma2: rounding of every ATen
 // activation, amplified by the sandwich norms); the bounds leave about 2x.
 TEST(CpuForwardArch, EqualsTheAtenReferenceWithinTheDtypesTolerance) {
   struct Tol { const char* dtype; double rel; };
   for (const std::string model : kArchModels)
-    for (Tol tol : {Tol{"fp32", 4e-6}, Tol{"bf16", 7e-2}}) {
+    for (Tol tol : {Tol{"fp32", 4e-6}, Tol{"bf16", 7e-2}, Tol{"fp16", 1e-2}}) {
       auto k = load(model, tol.dtype, "on", 2);
       ASSERT_NE(k->describe().find("cpu kernels"), std::string::npos) << k->describe();
       auto ref = fork_with_kernels(*k, false, false);
