@@ -11,6 +11,7 @@
 #include "lookahead/cpu/gemm.h"
 #include "lookahead/cpu/isa.h"
 #include "lookahead/cpu/thread_pool.h"
+#include "lookahead/util/error.h"
 
 #include "avx2_lanes.h"
 
@@ -116,6 +117,7 @@ void AttentionScratch::reserve(int threads, int group, int max_keys) {
 void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
                     const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo,
                     const int32_t* positions) {
+  LA_CHECK(s.window <= 0 || positions != nullptr, "step attention: a sliding window needs the step's positions");
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
   const int items = T * s.kv_heads, g = s.heads / s.kv_heads;
   auto part = [&](int i, int n) {
