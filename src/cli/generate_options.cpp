@@ -30,6 +30,12 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
                                      "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat)")
       ("chat", po::bool_switch(&o.chat), "wrap each prompt as one user message in the model's chat template "
                                          "(ChatML, Llama-3, Llama-2/Mistral [INST]; default: off, the text is fed as is)")
+      ("chat-thinking", po::value(&o.chat_thinking), "on | off: Qwen3 chat templates' enable_thinking (off renders the "
+                                                     "empty <think></think> block after the generation prompt; default: "
+                                                     "the template's, on)")
+      ("chat-date", po::value(&o.chat_date), "Llama-3.1+ chat templates' \"Today Date:\" line, e.g. \"26 Jul 2024\" "
+                                             "(transformers' date_string; default: the template's own: its fixed date, "
+                                             "or today's for templates that call strftime_now)")
       ("output", po::value(&o.output), "JSONL output, one record per prompt, written as results arrive")
       ("max-new-tokens", po::value(&o.gen.max_new_tokens)->default_value(128),
        "new tokens per prompt (0: until eos or the context limit)")
@@ -173,6 +179,9 @@ void check_generate_options(GenerateOptions& o) {
   if (!o.strategy.ouroboros.draft_model.empty())
     o.strategy.ouroboros.draft_model = resolve_model_path(o.strategy.ouroboros.draft_model, "--draft-model");
   check_inputs(o);
+  LA_CHECK(o.chat_thinking.empty() || o.chat_thinking == "on" || o.chat_thinking == "off", "invalid --chat-thinking '",
+           o.chat_thinking, "' (expected on or off)");
+  LA_CHECK(o.chat_date.find_first_of("\n\r") == std::string::npos, "--chat-date must be one line");
   check_sampling(o.gen, o.seed);
   o.gen.sample.seed = static_cast<uint64_t>(o.seed);
   check_load(o.load);

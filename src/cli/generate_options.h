@@ -23,6 +23,8 @@ struct GenerateOptions {
   std::string input, output, stats_path, config_file, tokenizer_dir;
   std::string graphs;        // --cuda-graphs as given, turned into load.cuda_graphs by the checks
   bool quiet = false, allow_empty = false, chat = false;
+  std::string chat_thinking;  // --chat-thinking on|off ("": not given; Qwen3's enable_thinking)
+  std::string chat_date;      // --chat-date TEXT ("": the template's own; Llama-3.1+'s date_string)
   std::string comm = "auto";
   double rank_timeout_s = 60;
   int64_t seed = 0;

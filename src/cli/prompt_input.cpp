@@ -26,11 +26,28 @@ std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>&
   const bool any_messages = std::any_of(prompts.begin(), prompts.end(), [](const PromptRecord& p) {
     return !p.messages.empty() && p.ids.empty();
   });
-  if (!o.chat && !any_messages) return nullptr;
+  const char* flag = !o.chat_thinking.empty() ? "--chat-thinking" : !o.chat_date.empty() ? "--chat-date" : nullptr;
+  if (!o.chat && !any_messages) {
+    LA_CHECK(!flag, flag ? flag : "", " needs --chat or \"messages\" records (it is a chat template option)");
+    return nullptr;
+  }
   const std::string tdir = o.tokenizer_dir.empty() ? o.load.model : o.tokenizer_dir;
   LA_CHECK(!is_random_model(tdir), o.chat ? "--chat needs" : "\"messages\" records need",
            " a chat template: give a model directory (or --tokenizer DIR) that has one");
-  return std::make_unique<ChatTemplate>(ChatTemplate::load(tdir));
+  auto t = std::make_unique<ChatTemplate>(ChatTemplate::load(tdir));
+  // A template option the template does not read would be silently ignored (as transformers does): refuse it.
+  LA_CHECK(o.chat_thinking.empty() || t->kind() == ChatTemplate::Kind::Qwen3, "--chat-thinking: the chat template of ",
+           tdir, " (", t->name(), ") has no enable_thinking switch (only Qwen3's has)");
+  LA_CHECK(o.chat_date.empty() || t->kind() == ChatTemplate::Kind::Llama31, "--chat-date: the chat template of ", tdir,
+           " (", t->name(), ") has no date line (only Llama-3.1 and later have)");
+  return t;
+}
+
+ChatOptions chat_options(const GenerateOptions& o) {
+  ChatOptions c;
+  c.enable_thinking = o.chat_thinking != "off";
+  c.date_string = o.chat_date;
+  return c;
 }
 
 // " (id ...)" after "empty prompt" for --input records; nothing for --prompt.
@@ -47,8 +64,8 @@ void check_given_ids(const PromptRecord& p, const ModelConfig& cfg, const Genera
 
 std::vector<int32_t> encode_prompt(const PromptRecord& p, const Tokenizer& tok, const ChatTemplate* chat,
                                    const ModelConfig& cfg, const GenerateOptions& o) {
-  if (!p.messages.empty()) return encode_chat(tok, chat->render(p.messages), cfg.bos_id);
-  if (o.chat) return encode_chat(tok, chat->render({{"user", p.text}}), cfg.bos_id);
+  if (!p.messages.empty()) return encode_chat(tok, chat->render(p.messages, true, chat_options(o)), cfg.bos_id);
+  if (o.chat) return encode_chat(tok, chat->render({{"user", p.text}}, true, chat_options(o)), cfg.bos_id);
   return tok.encode(p.text);
 }
 

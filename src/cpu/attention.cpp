@@ -3,12 +3,15 @@
 #include "lookahead/cpu/attention.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 
 #include "lookahead/cpu/gemm.h"
 #include "lookahead/cpu/isa.h"
 #include "lookahead/cpu/thread_pool.h"
+#include "lookahead/util/error.h"
 
 #include "avx2_lanes.h"
 #include "expf_lanes.h"
@@ -16,13 +19,14 @@
 namespace la {
 namespace {
 
-// The cache row (absolute index) of key j of token t: cache rows first, then t's ancestors root first.
+// The cache row (absolute index) of key j of token t: cache rows first .. L-1, then t's kept ancestors root first.
 struct KeyList {
   int L = 0;
+  int first = 0;                  // first cache row kept (0 without a window)
   const int32_t* path = nullptr;  // step indices, root first
-  int depth = 0;                  // path length (t included)
-  int count() const { return L + depth; }
-  int row(int j) const { return j < L ? j : L + path[j - L]; }
+  int depth = 0;                  // kept path length (t included)
+  int count() const { return L - first + depth; }
+  int row(int j) const { return j < L - first ? first + j : L + path[j - (L - first)]; }
 };
 
 // v * p accumulated into acc[0..D) (fma per element, in call order) for the portable path.
@@ -125,6 +129,8 @@ void attend(const AttentionShape& s, const float* q, const KvLayer& kv, const Ke
     }
 #endif
     for (; j < S; ++j) sc[j] = dot_portable(qh, kv.k, WT, off[j], D) * s.scale;
+    if (s.softcap > 0.f)  // Gemma-2: after the scaling, before the max (transformers' order)
+      for (int i = 0; i < S; ++i) sc[i] = std::tanh(sc[i] / s.softcap) * s.softcap;
   }
   for (int h = 0; h < g; ++h) {
     float* sc = scores + long(h) * S;
@@ -167,7 +173,9 @@ void AttentionScratch::reserve(int threads, int group, int max_keys) {
 }
 
 void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
-                    const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo) {
+                    const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo,
+                    const int32_t* positions) {
+  LA_CHECK(s.window <= 0 || positions != nullptr, "step attention: a sliding window needs the step's positions");
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
   const int items = T * s.kv_heads, g = s.heads / s.kv_heads;
   const AttendFn attend_one = attend_for(kv.type);
@@ -181,12 +189,16 @@ void step_attention(ThreadPool& pool, AttentionScratch& scratch, const Attention
     KeyList keys;
     for (int it = int(int64_t(items) * i / n); it < int(int64_t(items) * (i + 1) / n); ++it) {
       const int t = it / s.kv_heads, kh = it % s.kv_heads;
-      if (t != last_t) {  // t's ancestors, root first
+      if (t != last_t) {  // t's ancestors (inside its window), root first
+        const int lo = s.window > 0 ? positions[t] - s.window : INT32_MIN;  // keys at positions <= lo are hidden
+        auto kept = [&](int a) { return s.window <= 0 || positions[a] > lo; };
         int depth = 0;
-        for (int a = t; a >= 0; a = parents[a]) ++depth;
+        for (int a = t; a >= 0; a = parents[a]) depth += kept(a);
         int k = depth;
-        for (int a = t; a >= 0; a = parents[a]) path[--k] = a;
-        keys = KeyList{L, path, depth};
+        for (int a = t; a >= 0; a = parents[a])
+          if (kept(a)) path[--k] = a;
+        const int first = s.window > 0 ? std::min(L, std::max(0, lo + 1)) : 0;
+        keys = KeyList{L, first, path, depth};
         last_t = t;
       }
       attend_one(s, q + long(t) * ldq, kv, keys, kh, scores, off, out + long(t) * ldo, avx2);

@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "lookahead/cpu/geglu.h"
+#include "lookahead/cpu/head_norm.h"
 #include "lookahead/cpu/isa.h"
 #include "lookahead/cpu/rmsnorm.h"
 #include "lookahead/cpu/rope.h"
+#include "lookahead/cpu/softcap.h"
 #include "lookahead/cpu/swiglu.h"
 #include "lookahead/cpu/thread_pool.h"
 #include "lookahead/util/error.h"
@@ -15,19 +18,27 @@
 namespace la {
 namespace {
 
-std::vector<float> widen(const void* p, WType t, long n) {
+// n weights widened to fp32, plus `add` (Gemma's norms scale by 1 + w, added in fp32 as transformers does).
+std::vector<float> widen(const void* p, WType t, long n, float add = 0.f) {
   std::vector<float> out(n);
-  for (long i = 0; i < n; ++i) out[i] = load_f32(p, t, i);
+  for (long i = 0; i < n; ++i) out[i] = load_f32(p, t, i) + add;
   return out;
+}
+
+void append(std::vector<float>& to, const std::vector<float>& v) { to.insert(to.end(), v.begin(), v.end()); }
+
+// x[t] += y[t] for T rows of H (the residual add of a sandwich-normed branch).
+void add_rows(float* x, const float* y, int T, int H) {
+  for (long i = 0; i < long(T) * H; ++i) x[i] += y[i];
 }
 
 }  // namespace
 
 std::string CpuForward::unsupported_reason(const ModelConfig& cfg) {
-  // Architecture features these kernels do not implement yet (q/k norms, partial rotary, GeGLU, Gemma norms,
-  // soft-capping, sliding windows): the ATen reference forward serves those models.
-  if (!cfg.features().empty()) return "the CPU kernels lack " + cfg.features();
+  // Every feature of ModelConfig::features() is implemented (cpu_forward.h); only these shapes are not.
   if (cfg.head_dim % 2 != 0) return "odd head_dim " + std::to_string(cfg.head_dim);
+  if (cfg.rotary() % 2 != 0 || cfg.rotary() > cfg.head_dim) return "rotary dims " + std::to_string(cfg.rotary());
+  if (cfg.hidden_act != "silu" && cfg.hidden_act != "gelu_pytorch_tanh") return "activation " + cfg.hidden_act;
   if (cfg.kv_heads <= 0 || cfg.heads % cfg.kv_heads != 0) return "heads not a multiple of kv_heads";
   return "";
 }
@@ -36,11 +47,21 @@ CpuForward::CpuForward(const ModelConfig& cfg, const CpuModelView& w, std::share
     : cfg_(cfg), w_(w), pool_(std::move(pool)) {
   const std::string why = unsupported_reason(cfg);
   LA_CHECK(why.empty(), "CPU kernels cannot serve this model: ", why);
-  const int H = cfg.hidden, W = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
+  const int H = cfg.hidden, W = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim, D = cfg.head_dim;
+  const float one = cfg.gemma_norms ? 1.f : 0.f;
   for (const auto& L : w.layers) {
-    auto a = widen(L.ln1, w.type, H), b = widen(L.ln2, w.type, H);
-    ln1_.insert(ln1_.end(), a.begin(), a.end());
-    ln2_.insert(ln2_.end(), b.begin(), b.end());
+    append(ln1_, widen(L.ln1, w.type, H, one));
+    append(ln2_, widen(L.ln2, w.type, H, one));
+    if (cfg.qk_norm) {
+      LA_CHECK(L.qn && L.kn, "CPU forward: q/k norm weights missing");
+      append(qn_, widen(L.qn, w.type, D, one));
+      append(kn_, widen(L.kn, w.type, D, one));
+    }
+    if (cfg.sandwich_norms) {
+      LA_CHECK(L.ln_pre_ff && L.ln_post_ff, "CPU forward: pre/post-feedforward norm weights missing");
+      append(pre_ff_, widen(L.ln_pre_ff, w.type, H, one));
+      append(post_ff_, widen(L.ln_post_ff, w.type, H, one));
+    }
     if (L.bqkv) {
       auto c = widen(L.bqkv, w.type, W);
       bqkv_.insert(bqkv_.end(), c.begin(), c.end());
@@ -52,7 +73,12 @@ CpuForward::CpuForward(const ModelConfig& cfg, const CpuModelView& w, std::share
   }
   LA_CHECK(bqkv_.empty() || bqkv_.size() == size_t(W) * w.layers.size(), "CPU forward: q/k/v biases on some layers only");
   LA_CHECK(bo_.empty() || bo_.size() == size_t(H) * w.layers.size(), "CPU forward: o_proj biases on some layers only");
-  norm_ = widen(w.norm, w.type, H);
+  norm_ = widen(w.norm, w.type, H, one);
+  if (cfg.gemma_norms) {  // transformers: torch.tensor(hidden ** 0.5, dtype=the model's dtype)
+    uint32_t bits = 0;     // room for any of the dtypes
+    store_from_f32(&bits, w.type, 0, float(std::sqrt(double(H))));
+    embed_scale_ = load_f32(&bits, w.type, 0);
+  }
 }
 
 CpuForward::~CpuForward() = default;
@@ -77,6 +103,7 @@ void CpuForward::grow(int T, int keys) {
     const size_t I = cfg_.intermediate, Q = size_t(cfg_.heads) * cfg_.head_dim;
     x_.resize(T * H);
     h_.resize(T * H);
+    if (cfg_.sandwich_norms) a_.resize(T * H);
     qkv_.resize(T * W);
     att_.resize(T * Q);
     gu_.resize(T * 2 * I);
@@ -91,30 +118,57 @@ void CpuForward::layer(int l, const StepInput& in, int T, int L) {
   ThreadPool& P = *pool_;
   const CpuLayerView& W = w_.layers[l];
   const int H = cfg_.hidden, D = cfg_.head_dim, Hq = cfg_.heads, Hkv = cfg_.kv_heads, I = cfg_.intermediate;
-  const int Q = Hq * D, KV = Hkv * D, WQ = Q + 2 * KV;
+  const int Q = Hq * D, KV = Hkv * D, WQ = Q + 2 * KV, R = cfg_.rotary();
   const float eps = float(cfg_.rms_eps);
+  const bool sliding = cfg_.is_sliding(l), sandwich = cfg_.sandwich_norms;
   float* x = x_.data();
   float* h = h_.data();
   float* qkv = qkv_.data();
 
   rms_norm_rows(P, x, H, ln1_.data() + long(l) * H, T, H, eps, h, H);
   gemm(P, h, T, W.wqkv, GemmOut{qkv, WQ, bqkv_.empty() ? nullptr : bqkv_.data() + long(l) * WQ, false});
-  rope_rows(qkv, WQ, Hq, D, in.positions.data(), T, w_.rope_cos, w_.rope_sin);
-  rope_rows(qkv + Q, WQ, Hkv, D, in.positions.data(), T, w_.rope_cos, w_.rope_sin);
+  if (cfg_.qk_norm) {  // per head, before RoPE
+    rms_norm_heads(P, qkv, WQ, T, Hq, D, qn_.data() + long(l) * D, eps);
+    rms_norm_heads(P, qkv + Q, WQ, T, Hkv, D, kn_.data() + long(l) * D, eps);
+  }
+  const bool local = sliding && w_.rope_cos_local;  // Gemma-3's sliding layers: their own RoPE base
+  const float* cos = local ? w_.rope_cos_local : w_.rope_cos;
+  const float* sin = local ? w_.rope_sin_local : w_.rope_sin;
+  rope_rows(qkv, WQ, Hq, D, R, in.positions.data(), T, cos, sin);
+  rope_rows(qkv + Q, WQ, Hkv, D, R, in.positions.data(), T, cos, sin);
   for (int t = 0; t < T; ++t)  // the step's K/V into the cache, in the model's dtype
     for (int i = 0; i < KV; ++i) {
       store_from_f32(kc_[l], w_.type, long(L + t) * KV + i, qkv[long(t) * WQ + Q + i]);
       store_from_f32(vc_[l], w_.type, long(L + t) * KV + i, qkv[long(t) * WQ + Q + KV + i]);
     }
-  const AttentionShape as{Hq, Hkv, D, float(1.0 / std::sqrt(double(D)))};
+  const double qs = cfg_.query_pre_attn_scalar > 0 ? cfg_.query_pre_attn_scalar : double(D);
+  AttentionShape as{Hq, Hkv, D, float(1.0 / std::sqrt(qs))};
+  as.softcap = float(cfg_.attn_softcap);
+  as.window = sliding ? cfg_.sliding_window : 0;
   step_attention(P, att_scratch_, as, qkv, WQ, KvLayer{kc_[l], vc_[l], w_.type}, L, in.parents.data(), T,
-                 att_.data(), Q);
-  gemm(P, att_.data(), T, W.wo, GemmOut{x, H, bo_.empty() ? nullptr : bo_.data() + long(l) * H, true});
-
-  rms_norm_rows(P, x, H, ln2_.data() + long(l) * H, T, H, eps, h, H);
+                 att_.data(), Q, in.positions.data());
+  const float* bo = bo_.empty() ? nullptr : bo_.data() + long(l) * H;
+  if (sandwich) {  // x += norm(attention); x += norm(mlp(norm(x)))
+    gemm(P, att_.data(), T, W.wo, GemmOut{a_.data(), H, bo, false});
+    rms_norm_rows(P, a_.data(), H, ln2_.data() + long(l) * H, T, H, eps, h, H);
+    add_rows(x, h, T, H);
+    rms_norm_rows(P, x, H, pre_ff_.data() + long(l) * H, T, H, eps, h, H);
+  } else {
+    gemm(P, att_.data(), T, W.wo, GemmOut{x, H, bo, true});
+    rms_norm_rows(P, x, H, ln2_.data() + long(l) * H, T, H, eps, h, H);
+  }
   gemm(P, h, T, W.wgu, GemmOut{gu_.data(), 2 * I, nullptr, false});
-  swiglu_rows(P, gu_.data(), 2 * I, T, I, act_.data(), I);
-  gemm(P, act_.data(), T, W.wd, GemmOut{x, H, nullptr, true});
+  if (cfg_.hidden_act == "silu")
+    swiglu_rows(P, gu_.data(), 2 * I, T, I, act_.data(), I);
+  else
+    geglu_rows(P, gu_.data(), 2 * I, T, I, act_.data(), I);
+  if (sandwich) {
+    gemm(P, act_.data(), T, W.wd, GemmOut{a_.data(), H, nullptr, false});
+    rms_norm_rows(P, a_.data(), H, post_ff_.data() + long(l) * H, T, H, eps, h, H);
+    add_rows(x, h, T, H);
+  } else {
+    gemm(P, act_.data(), T, W.wd, GemmOut{x, H, nullptr, true});
+  }
 }
 
 const float* CpuForward::run(const StepInput& in, int L) {
@@ -123,10 +177,12 @@ const float* CpuForward::run(const StepInput& in, int L) {
            ")");
   grow(T, L + T);
   for (int t = 0; t < T; ++t)
-    for (int i = 0; i < H; ++i) x_[long(t) * H + i] = load_f32(w_.embed, w_.type, long(in.tokens[t]) * H + i);
+    for (int i = 0; i < H; ++i)
+      x_[long(t) * H + i] = load_f32(w_.embed, w_.type, long(in.tokens[t]) * H + i) * embed_scale_;
   for (int l = 0; l < cfg_.layers; ++l) layer(l, in, T, L);
   rms_norm_rows(*pool_, x_.data(), H, norm_.data(), T, H, float(cfg_.rms_eps), h_.data(), H);
   gemm(*pool_, h_.data(), T, w_.lm_head, GemmOut{logits_.data(), cfg_.vocab, nullptr, false});
+  if (cfg_.final_softcap > 0) softcap_rows(*pool_, logits_.data(), cfg_.vocab, T, cfg_.vocab, float(cfg_.final_softcap));
   return logits_.data();
 }
 

@@ -9,42 +9,26 @@
 #include "lookahead/cpu/swiglu.h"
 #include "lookahead/cpu/isa.h"
 #include "lookahead/cpu/thread_pool.h"
+#include "rows.h"
 
 #include "expf_lanes.h"
 
 namespace la {
-namespace {
-
-// Rows [0, T) split evenly over the pool; small jobs stay on the calling thread.
-template <class F>
-void for_rows(ThreadPool& pool, int T, long work_per_row, F&& f) {
-  if (pool.size() == 1 || T == 1 || T * work_per_row < 32768) {
-    for (int t = 0; t < T; ++t) f(t);
-    return;
-  }
-  pool.run([&](int i, int n) {
-    for (int t = int(int64_t(T) * i / n); t < int(int64_t(T) * (i + 1) / n); ++t) f(t);
-  });
-}
-
-}  // namespace
+using cpu_detail::for_rows;
 
 void rms_norm_rows(ThreadPool& pool, const float* x, int ldx, const float* w, int T, int H, float eps, float* y,
                    int ldy) {
   for_rows(pool, T, H, [&](int t) {
-    const float* xr = x + long(t) * ldx;
-    float* yr = y + long(t) * ldy;
-    const float r = 1.f / std::sqrt(dot_f32(xr, xr, H) / float(H) + eps);
-    for (int i = 0; i < H; ++i) yr[i] = (xr[i] * r) * w[i];
+    cpu_detail::rms_norm_row(x + long(t) * ldx, w, H, eps, y + long(t) * ldy);
   });
 }
 
-void rope_rows(float* x, int ldx, int heads, int D, const int32_t* positions, int T, const float* cos,
+void rope_rows(float* x, int ldx, int heads, int D, int R, const int32_t* positions, int T, const float* cos,
                const float* sin) {
-  const int half = D / 2;
+  const int half = R / 2;
   for (int t = 0; t < T; ++t) {
-    const float* c = cos + long(positions[t]) * D;
-    const float* s = sin + long(positions[t]) * D;
+    const float* c = cos + long(positions[t]) * R;
+    const float* s = sin + long(positions[t]) * R;
     for (int h = 0; h < heads; ++h) {
       float* v = x + long(t) * ldx + long(h) * D;
       for (int d = 0; d < half; ++d) {

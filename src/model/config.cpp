@@ -426,7 +426,7 @@ ModelConfig make(int h, int i, int l, int nh, int kv, int v, int maxpos, double 
 std::vector<std::string> preset_names() {
   return {"stories260k", "llama2xs", "tinyllama-1.1b", "llama-2-7b", "smollm2-360m", "llama-3.2-1b", "qwen2-0.5b",
           "tiny-mha", "tiny-gqa-bias", "tiny-wide", "qwen3-0.6b", "phi-3-mini", "gemma-2-2b", "gemma-3-1b",
-          "mistral-nemo"};
+          "mistral-nemo", "tiny-qwen3", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"};
 }
 
 ModelConfig preset_config(const std::string& name) {
@@ -480,6 +480,32 @@ ModelConfig preset_config(const std::string& name) {
   } else if (n == "mistral-nemo") {
     c = make(5120, 14336, 40, 32, 8, 131072, 1024000, 1e6, false, 128);  // heads x head_dim 4096 != hidden
     c.architecture = "MistralForCausalLM"; c.model_type = "mistral";
+  }
+  // Each architecture's features in small (the forwards' tests): windows of a few tokens so that tree steps
+  // straddle the window edge, soft caps small enough to bite on random weights.
+  else if (n == "tiny-qwen3") {
+    c = make(64, 160, 3, 4, 2, 320, 512, 1e6, false, 32);  // head_dim x heads (128) != hidden
+    c.architecture = "Qwen3ForCausalLM"; c.model_type = "qwen3"; c.qk_norm = true; c.rms_eps = 1e-6;
+  } else if (n == "tiny-phi3") {
+    c = make(64, 160, 3, 4, 2, 320, 512, 1e4, false);
+    c.architecture = "Phi3ForCausalLM"; c.model_type = "phi3"; c.fused_qkv = true; c.rotary_dim = 8;
+    c.sliding_window = 9; c.sliding_layers.assign(c.layers, 1);
+  } else if (n == "tiny-gemma2") {
+    c = make(64, 160, 4, 4, 2, 320, 512, 1e4, true, 16);
+    c.architecture = "Gemma2ForCausalLM"; c.model_type = "gemma2";
+    c.hidden_act = "gelu_pytorch_tanh"; c.gemma_norms = c.sandwich_norms = true; c.query_pre_attn_scalar = 24;
+    c.attn_softcap = 2; c.final_softcap = 3;
+    c.sliding_window = 7;
+    for (int l = 0; l < c.layers; ++l) c.sliding_layers.push_back((l + 1) % 2 != 0);
+    c.rms_eps = 1e-6;
+  } else if (n == "tiny-gemma3") {
+    c = make(64, 160, 4, 4, 1, 320, 512, 1e6, true, 16);
+    c.architecture = "Gemma3ForCausalLM"; c.model_type = "gemma3_text";
+    c.hidden_act = "gelu_pytorch_tanh"; c.gemma_norms = c.sandwich_norms = c.qk_norm = true;
+    c.query_pre_attn_scalar = 16; c.local_rope_theta = 1e4; c.rope_scaling = {"linear", 4.0, 1.0, 4.0, 8192};
+    c.sliding_window = 6;
+    for (int l = 0; l < c.layers; ++l) c.sliding_layers.push_back(l != 2);
+    c.rms_eps = 1e-6;
   }
   else {
     std::string all;

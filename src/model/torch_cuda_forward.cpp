@@ -54,10 +54,7 @@ void* at_elem(const at::Tensor& t, int64_t elems) { return static_cast<char*>(t.
 
 std::string CudaForward::unsupported_reason(const ModelConfig& c, at::ScalarType dt) {
   const std::string why = cuda_kernels_unsupported_reason(c, dt == at::kFloat ? 4 : 2);
-  if (!why.empty()) return why;
-  // Architecture features the kernels do not implement (q/k norms, partial rotary, GeGLU, Gemma norms, soft-capping,
-  // sliding windows): the ATen reference forward serves these models.
-  if (!c.features().empty()) return "the kernels lack " + c.features();
+  if (!why.empty()) return why;  // including the architecture features the kernels lack (cuda_support.h)
   return "";
 }
 

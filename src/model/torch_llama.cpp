@@ -73,6 +73,13 @@ CpuModelView cpu_model_view(const TorchWeights& w) {
     v.layers.push_back(CpuLayerView{pack_weight(view_of(L.wqkv)), pack_weight(view_of(L.wo)),
                                     pack_weight(view_of(L.wgu)), pack_weight(view_of(L.wd)), L.ln1.data_ptr(),
                                     L.ln2.data_ptr(), data_or_null(L.bqkv), data_or_null(L.bo)});
+  for (size_t l = 0; l < v.layers.size(); ++l) {  // the architectures' optional norms (null when absent)
+    const LayerW& L = w.layers[l];
+    v.layers[l].qn = data_or_null(L.qn);
+    v.layers[l].kn = data_or_null(L.kn);
+    v.layers[l].ln_pre_ff = data_or_null(L.ln_pre_ff);
+    v.layers[l].ln_post_ff = data_or_null(L.ln_post_ff);
+  }
   return v;
 }
 
@@ -213,6 +220,10 @@ class TorchLlama final : public StepModel {
     CpuModelView v = *cpu_weights_;
     v.rope_cos = rope_.cos.data_ptr<float>();
     v.rope_sin = rope_.sin.data_ptr<float>();
+    if (rope_.cos_local.defined()) {
+      v.rope_cos_local = rope_.cos_local.data_ptr<float>();
+      v.rope_sin_local = rope_.sin_local.data_ptr<float>();
+    }
     cpu_ = std::make_unique<CpuForward>(w_->cfg, v, pool_);
     kernel_note_ = cpu_->describe();
   }

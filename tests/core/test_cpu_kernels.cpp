@@ -11,8 +11,11 @@
 
 #include "lookahead/cpu/attention.h"
 #include "lookahead/cpu/dtype.h"
+#include "lookahead/cpu/geglu.h"
 #include "lookahead/cpu/gemm.h"
+#include "lookahead/cpu/head_norm.h"
 #include "lookahead/cpu/isa.h"
+#include "lookahead/cpu/softcap.h"
 #include "lookahead/cpu/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -401,4 +404,150 @@ TEST(CpuAttention, ATokensOutputIsTheSameBitsAloneAndInsideAnyTree) {
           }
     }
   }
+}
+
+// ---- The architectures' kernels (Gemma-2's soft-cap and every sliding window in step attention; q/k norms,
+// GeGLU, final soft-cap) ----
+namespace {
+
+// Step positions of a tree after L cache rows: L + depth (as the engine lays out a step).
+std::vector<int32_t> tree_positions(const std::vector<int32_t>& parents, int L) {
+  std::vector<int32_t> pos;
+  for (size_t i = 0; i < parents.size(); ++i) pos.push_back(parents[i] < 0 ? L : pos[parents[i]] + 1);
+  return pos;
+}
+
+std::vector<float> run_attn_pos(ThreadPool& pool, const AttnCase& c, const std::vector<int32_t>& pos) {
+  AttentionScratch s;
+  s.reserve(pool.size(), c.s.heads / c.s.kv_heads, c.L + c.T);
+  const int Q = c.s.heads * c.s.head_dim;
+  std::vector<float> out(size_t(c.T) * Q);
+  step_attention(pool, s, c.s, c.q.data(), Q, KvLayer{c.k.data(), c.v.data(), c.type}, c.L, c.parents.data(), c.T,
+                 out.data(), Q, pos.data());
+  return out;
+}
+
+// A deep random tree (parents mostly the previous one or two nodes), so paths run past small windows.
+void deepen(AttnCase& c, std::mt19937& rng) {
+  for (int i = 1; i < c.T; ++i) c.parents[i] = rng() % 4 == 0 ? int(rng() % i) : std::max(0, i - 1 - int(rng() % 2));
+}
+
+}  // namespace
+
+// Keys at positions <= pos - window are dropped (the edge exactly), scores soft-capped before the softmax: against
+// a double reference that builds each token's key list from positions alone.
+TEST(CpuAttention, WindowAndSoftcapMatchADoubleReference) {
+  std::mt19937 rng(8);
+  ThreadPool pool(2);
+  for (WType t : kTypes)
+    for (int window : {1, 3, 6})
+      for (float cap : {0.f, 1.5f}) {
+        AttnCase c = make_attn(6, 2, 12, t, 9, 16, rng);
+        deepen(c, rng);
+        c.s.window = window;
+        c.s.softcap = cap;
+        const auto pos = tree_positions(c.parents, c.L);
+        auto out = run_attn_pos(pool, c, pos);
+        const int D = 12, g = 3;
+        for (int i = 0; i < c.T; ++i)
+          for (int h = 0; h < 6; ++h) {
+            std::vector<int> keys;  // cache row r holds position r; step token a sits at row L + a
+            for (int j = 0; j < c.L; ++j)
+              if (j > pos[i] - window) keys.push_back(j);
+            std::vector<int> anc;
+            for (int a = i; a >= 0; a = c.parents[a])
+              if (pos[a] > pos[i] - window) anc.insert(anc.begin(), c.L + a);
+            keys.insert(keys.end(), anc.begin(), anc.end());
+            ASSERT_LE(int(keys.size()), window);
+            std::vector<double> sc;
+            double m = -1e300, sum = 0;
+            for (int j : keys) {
+              double d = 0;
+              for (int e = 0; e < D; ++e)
+                d += double(c.q[size_t(i) * 6 * D + h * D + e]) * load_f32(c.k.data(), t, long(j) * 2 * D + (h / g) * D + e);
+              d *= c.s.scale;
+              if (cap > 0) d = cap * std::tanh(d / cap);
+              sc.push_back(d);
+              m = std::max(m, d);
+            }
+            for (auto& x : sc) sum += (x = std::exp(x - m));
+            for (int e = 0; e < D; ++e) {
+              double o = 0;
+              for (size_t j = 0; j < keys.size(); ++j)
+                o += sc[j] / sum * load_f32(c.v.data(), t, long(keys[j]) * 2 * D + (h / g) * D + e);
+              ASSERT_NEAR(out[size_t(i) * 6 * D + h * D + e], o, 2e-5)
+                  << name(t) << " window " << window << " cap " << cap << " token " << i << " head " << h;
+            }
+          }
+      }
+}
+
+// Batch invariance with a window: a token deep in a tree (its window partly in the cache, partly on its path, or
+// on its path alone) gives the bits of the same token decoded alone after its path, on both ISA paths.
+TEST(CpuAttention, AWindowedTokensOutputIsTheSameBitsAloneAndInsideAnyTree) {
+  std::mt19937 rng(9);
+  IsaGuard guard;
+  for (CpuIsa isa : isas()) {
+    set_cpu_isa(isa);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      for (WType t : kTypes)
+        for (int window : {2, 5, 9})
+          for (int L : {0, 4, 30}) {
+            AttnCase c = make_attn(4, 2, 16, t, L, 40, rng);
+            deepen(c, rng);
+            c.s.window = window;
+            c.s.softcap = 2.f;
+            const auto pos = tree_positions(c.parents, c.L);
+            auto out = run_attn_pos(pool, c, pos);
+            const int Q = 4 * 16;
+            for (int i = 0; i < c.T; i += 3) {
+              auto a = alone(c, i);
+              const std::vector<int32_t> p1{pos[i]};
+              ASSERT_EQ(a.L, pos[i]);
+              auto one = run_attn_pos(pool, a, p1);
+              EXPECT_EQ(std::memcmp(one.data(), out.data() + size_t(i) * Q, Q * 4), 0)
+                  << cpu_isa_name(isa) << " threads " << threads << " " << name(t) << " window " << window << " L "
+                  << L << " token " << i << " at position " << pos[i];
+            }
+          }
+    }
+  }
+}
+
+// The element-wise kernels of the architectures against double formulas: per-head RMSNorm (q/k norms), GeGLU with
+// the tanh GELU, soft-capping.
+TEST(CpuElementwise, HeadNormGegluAndSoftcapMatchTheirFormulas) {
+  std::mt19937 rng(10);
+  ThreadPool pool(2);
+  const int T = 5, heads = 3, D = 16, ld = heads * D + 7;
+  auto x = randv(size_t(T) * ld, rng), w = randv(D, rng), y = x;
+  rms_norm_heads(pool, y.data(), ld, T, heads, D, w.data(), 1e-6f);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < heads; ++h) {
+      const float* v = x.data() + size_t(t) * ld + h * D;
+      double ss = 0;
+      for (int d = 0; d < D; ++d) ss += double(v[d]) * v[d];
+      const double r = 1 / std::sqrt(ss / D + 1e-6);
+      for (int d = 0; d < D; ++d) ASSERT_NEAR(y[size_t(t) * ld + h * D + d], v[d] * r * w[d], 1e-5) << t << " " << h;
+    }
+  for (int i = heads * D; i < ld; ++i) ASSERT_EQ(y[i], x[i]);  // past the heads: untouched
+
+  const int I = 37;
+  auto gu = randv(size_t(T) * 2 * I, rng);
+  for (auto& g : gu) g *= 4;
+  std::vector<float> act(size_t(T) * I);
+  geglu_rows(pool, gu.data(), 2 * I, T, I, act.data(), I);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < I; ++i) {
+      const double g = gu[size_t(t) * 2 * I + i], u = gu[size_t(t) * 2 * I + I + i];
+      const double gelu = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+      ASSERT_NEAR(act[size_t(t) * I + i], gelu * u, 1e-5) << t << " " << i;
+    }
+
+  auto lg = randv(size_t(T) * 50, rng);
+  for (auto& v : lg) v *= 30;
+  auto capped = lg;
+  softcap_rows(pool, capped.data(), 50, T, 50, 5.f);
+  for (size_t i = 0; i < lg.size(); ++i) ASSERT_NEAR(capped[i], 5 * std::tanh(lg[i] / 5.0), 1e-5) << i;
 }

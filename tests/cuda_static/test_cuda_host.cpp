@@ -138,5 +138,23 @@ TEST(CudaHost, UnsupportedModels) {
   EXPECT_NE(la::cuda_kernels_unsupported_reason(c, 2), "");
 }
 
+// The architectures whose features have no CUDA kernel go to the ATen forward, and the reason says which features
+// (the presets carry the released configs' features); Mistral-Nemo has none, so the kernels serve it.
+TEST(CudaHost, ArchitectureFeaturesRouteToAten) {
+  const struct { const char* preset; const char* lacks; } cases[] = {
+      {"qwen3-0.6b", "q/k norms"},           {"phi-3-mini", "sliding window"},
+      {"gemma-2-2b", "attention soft-capping"}, {"gemma-3-1b", "local RoPE base"},
+      {"tiny-phi3", "partial rotary"},       {"tiny-gemma2", "final logit soft-capping"}};
+  for (const auto& k : cases)
+    for (int es : {2, 4}) {
+      const std::string why = la::cuda_kernels_unsupported_reason(la::preset_config(k.preset), es);
+      EXPECT_NE(why.find("the CUDA kernels lack"), std::string::npos) << k.preset << ": " << why;
+      EXPECT_NE(why.find(k.lacks), std::string::npos) << k.preset << ": " << why;
+      EXPECT_NE(why.find("ATen"), std::string::npos) << k.preset << ": " << why;
+    }
+  EXPECT_EQ(la::cuda_kernels_unsupported_reason(la::preset_config("mistral-nemo"), 2), "");
+  EXPECT_EQ(la::cuda_kernels_unsupported_reason(la::preset_config("qwen2-0.5b"), 2), "");
+}
+
 }  // namespace
 }  // namespace la::kern

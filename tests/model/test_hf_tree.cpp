@@ -1,7 +1,8 @@
 // Tree steps against Hugging Face transformers: tests/scripts/hf_arch_compare.py writes a model made by
 // transformers and, for random trees on top of a prefix (nodes around the sliding-window edge), transformers'
 // logits of each node's root-to-node path; this test (run by that script with LA_HF_TREES=spec.json) puts each
-// tree in one step and compares every node's logits. Skipped when LA_HF_TREES is unset.
+// tree in one step and compares every node's logits, on the ATen reference (--kernels off) and on the CPU kernels
+// (the default), which must serve these architectures. Skipped when LA_HF_TREES is unset.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,10 +18,13 @@ TEST(HfTree, NodeLogitsEqualTransformers) {
   const char* spec = std::getenv("LA_HF_TREES");
   if (!spec || !*spec) GTEST_SKIP() << "LA_HF_TREES not set (tests/scripts/hf_arch_compare.py sets it)";
   const auto j = nlohmann::json::parse(read_file(spec));
+  for (const char* kernels : {"off", "on"}) {
   LoadOptions o;
   o.model = j["model"].get<std::string>();
-  o.kernels = "off";
+  o.kernels = kernels;
+  o.threads = 1;
   auto m = load_llama(o);
+  if (std::string(kernels) == "on") ASSERT_NE(m->describe().find("cpu kernels"), std::string::npos) << m->describe();
   const int V = m->config().vocab;
   for (const auto& t : j["trees"]) {
     const auto ctx = t["ctx"].get<std::vector<int32_t>>();
@@ -40,8 +44,9 @@ TEST(HfTree, NodeLogitsEqualTransformers) {
         diff = std::max(diff, std::abs(lg[i * V + v] - want[i][v]));
         scale = std::max(scale, std::abs(want[i][v]));
       }
-      EXPECT_LE(diff, 1e-4f * std::max(1.f, scale)) << "prefix " << ctx.size() << ", node " << i << " at position "
-                                                    << in.positions[i];
+      EXPECT_LE(diff, 1e-4f * std::max(1.f, scale)) << "kernels " << kernels << ", prefix " << ctx.size() << ", node "
+                                                    << i << " at position " << in.positions[i];
     }
+  }
   }
 }

@@ -6,9 +6,11 @@ sliding window; GeGLU, (1 + w) norms, sandwich norms, embedding scaling, attenti
 alternating sliding-window layers; Gemma-3's local RoPE base; head_dim x heads != hidden), save_pretrained as
 safetensors, then (fp32, CPU):
   * `lookahead score` logits at every position of a sequence longer than the sliding windows equal transformers'
-    logits within 1e-4 (relative to the largest logit when that exceeds 1);
+    logits within 1e-4 (relative to the largest logit when that exceeds 1), on the ATen forward (--kernels off)
+    and on the default one (the CPU kernels);
   * tree steps: `test_model --gtest_filter=HfTree.*` puts a random tree (nodes around the sliding-window edge) on
-    top of a prefix and compares each node's logits with transformers' logits of its root-to-node path;
+    top of a prefix and compares each node's logits with transformers' logits of its root-to-node path (ATen and
+    CPU kernels);
   * `lookahead generate` greedy ids equal transformers' generate() for plain decoding and for every strategy (with
     --adaptive off, so that every step carries the strategy's full draft tree).
 Prints one line per check; exits non-zero on any mismatch.

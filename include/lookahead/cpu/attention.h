@@ -10,6 +10,13 @@
 // sum = p_0 + p_1 + ... in key order; out[d] = (fma over j in key order of p_j * v_j[d]) / sum. Nothing is split
 // into chunks, so no boundary can depend on the step size, the tree or the cache length; one thread computes a
 // (token, K/V head) pair alone, so the thread count does not matter either.
+//
+// Gemma-2's attention soft-capping (softcap > 0) maps each score s_j to softcap * tanh(s_j / softcap) right after
+// the scaling (transformers' order), before the max. A sliding window (window > 0) drops the keys at positions
+// <= pos_t - window: cache row r holds position r, a step token's ancestors have their own positions, so t keeps
+// cache rows max(0, pos_t - window + 1) .. L-1 and those ancestors whose position is > pos_t - window. The window
+// is thus counted along t's own path, and the kept keys are exactly (in the same order) those plain decoding of
+// that path keeps, whatever the tree's other branches: the invariance above holds unchanged.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,6 +30,8 @@ class ThreadPool;
 struct AttentionShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 1.f;
+  float softcap = 0.f;  // > 0: scores soft-capped (Gemma-2)
+  int window = 0;       // > 0: keys at positions <= pos - window are hidden (needs positions)
 };
 
 struct KvLayer {
@@ -38,8 +47,9 @@ struct AttentionScratch {
 };
 
 // out[t][h * D + d] for the T step tokens: q [T, heads * D] (ldq floats per row), parents as in StepInput, the
-// step's rows at cache rows L .. L+T-1.
+// step's rows at cache rows L .. L+T-1; positions [T] of the step tokens (read only with a window).
 void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
-                    const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo);
+                    const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo,
+                    const int32_t* positions = nullptr);
 
 }  // namespace la

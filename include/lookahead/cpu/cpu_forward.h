@@ -9,6 +9,14 @@
 //   per layer: h = rmsnorm(x) ; qkv = h Wqkv^T (+b) ; rope(q, k) ; cache[L + i] = k, v (rounded to the dtype)
 //              x += attention(q, cache | ancestors) Wo^T (+b) ; h = rmsnorm(x) ; x += swiglu(h Wgu^T) Wd^T
 //   logits = rmsnorm(x) Wlm^T   (fp32, [T, V])
+// and the features of the Llama relatives (ModelConfig's feature fields), each as the ATen reference does it:
+//   Qwen3, Gemma-3: per-head RMSNorm of q and k before RoPE (head_norm.h);  Phi-3 variants: RoPE on the first
+//   rotary() dims only (rope.h);  Gemma: GeGLU (geglu.h), RMSNorm scaling by (1 + w) (w + 1 widened to fp32 once,
+//   then rmsnorm.h), embeddings times sqrt(hidden) rounded to the dtype, sandwich norms (x += norm(attention),
+//   x += norm(mlp(norm(x)))), attention scale 1/sqrt(query_pre_attn_scalar); Gemma-2: attention-score and
+//   final-logit soft-capping (attention.h, softcap.h); sliding-window layers (Mistral, Phi-3, Gemma-2/3): keys
+//   at positions <= pos - window hidden, counted along each token's own path (attention.h); Gemma-3: the sliding
+//   layers' own RoPE tables (local base). The cache keeps every row (no ring buffer): a window only limits reads.
 // Every kernel keeps a fixed reduction order per output element (see each header), so a token's logits are the
 // same bits alone, inside any tree of any size, at any cache length, with any thread count, on any rank.
 #pragma once
@@ -34,6 +42,10 @@ struct CpuLayerView {
   const void* ln2 = nullptr;
   const void* bqkv = nullptr;  // [q + 2 kv] or null
   const void* bo = nullptr;    // [hidden] or null
+  const void* qn = nullptr;    // [head_dim] q/k norms (Qwen3, Gemma-3) or null
+  const void* kn = nullptr;
+  const void* ln_pre_ff = nullptr;   // [hidden] Gemma-2/3's norms around the MLP (ln2 then norms the attention
+  const void* ln_post_ff = nullptr;  // output), or null
 };
 
 struct CpuModelView {
@@ -44,6 +56,8 @@ struct CpuModelView {
   std::vector<CpuLayerView> layers;
   const float* rope_cos = nullptr;  // [max_positions, head_dim] fp32
   const float* rope_sin = nullptr;
+  const float* rope_cos_local = nullptr;  // Gemma-3's sliding layers (own base), or null: they use the above
+  const float* rope_sin_local = nullptr;
 };
 
 class CpuForward {
@@ -74,10 +88,12 @@ class CpuForward {
   ModelConfig cfg_;
   CpuModelView w_;
   std::shared_ptr<ThreadPool> pool_;
-  std::vector<float> ln1_, ln2_, bqkv_, bo_, norm_;  // per layer, widened to fp32 (small)
+  std::vector<float> ln1_, ln2_, bqkv_, bo_, norm_;  // per layer, widened to fp32 (small); Gemma: 1 + w
+  std::vector<float> qn_, kn_, pre_ff_, post_ff_;     // the same for the optional norms (empty when absent)
+  float embed_scale_ = 1.f;                           // Gemma: sqrt(hidden) rounded to the dtype
   std::vector<void*> kc_, vc_;
   int capacity_ = 0, rows_ = 0;
-  std::vector<float> x_, h_, qkv_, att_, gu_, act_, logits_;
+  std::vector<float> x_, h_, a_, qkv_, att_, gu_, act_, logits_;  // a_: a branch's output before its sandwich norm
   AttentionScratch att_scratch_;
 };
 
