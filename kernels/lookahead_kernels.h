@@ -44,9 +44,10 @@ const char* dtype_name(DType t);
 // softmax and PV of tile i, V of tile i during QK^T and softmax). QK^T and PV use tensor cores (WMMA
 // m16n16k16, fp32 accumulators) for fp16/bf16 and plain fp32 FMAs for fp32 input. Scores, probabilities and the
 // output accumulator live in shared memory; online softmax (running max / sum per row, exp2 domain).
-// Flash-decoding split: the key range is cut into `splits` parts (grid.z) so that small T still fills the GPU;
-// each part writes its normalised partial output and log-sum-exp to the fp32 workspace and a combine kernel
-// merges them. With one split the kernel writes `out` directly and needs no workspace.
+// Flash-decoding split: the key range is cut into parts of split_keys key positions (grid.z), at fixed absolute
+// positions so that a row's keys are grouped the same way at any T and cache length (batch invariance); each part
+// writes its normalised partial output and log-sum-exp to the fp32 workspace and a combine kernel merges them in
+// split order. With one split the kernel writes `out` directly and needs no workspace.
 struct StepAttentionArgs {
   DType dtype = DType::F16;
   int T = 0, Hq = 0, Hkv = 0, D = 0;
@@ -72,13 +73,16 @@ struct StepAttentionArgs {
   float scale = 1.f;
   void* workspace = nullptr;  // fp32 partials, at least step_attention_workspace_bytes(T, Hq, D, splits)
   size_t workspace_bytes = 0;
-  int num_splits = 0;  // 0: automatic (bounded by the workspace); >0: forced (clamped to workspace and tiles)
+  // Key positions per flash-decoding split, a positive multiple of 64; 0: kAttnSplitKeys (512). Splits sit at
+  // fixed absolute key positions (batch invariance, step_attention_plan.h): keep it constant for a model (e.g.
+  // attn_split_keys(capacity)); the launch fails if the workspace cannot hold step_attention_splits(...) splits.
+  int split_keys = 0;
 };
 
 inline int ancestor_words(int T) { return (T + 31) / 32; }
 cudaError_t launch_ancestor_bits(const int32_t* parents, int T, uint32_t* bits, cudaStream_t stream);
 
-// Workspace for `splits` splits (16-byte multiple). max splits is 64.
+// Workspace for `splits` splits (16-byte multiple).
 size_t step_attention_workspace_bytes(int T, int Hq, int D, int splits = 64);
 // The split count launch_step_attention will use for these arguments (1 means no workspace needed).
 int step_attention_splits(const StepAttentionArgs& a);

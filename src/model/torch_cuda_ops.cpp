@@ -186,7 +186,7 @@ at::Tensor step_attention_bits(const at::Tensor& q, const at::Tensor& k_cache, c
   a.o_stride_t = out.stride(0);
   a.o_stride_h = out.stride(1);
   a.scale = float(scale);
-  a.num_splits = opt.num_splits;
+  a.split_keys = opt.split_keys;
   at::Tensor ws;
   if (opt.workspace) {
     check_on(*opt.workspace, q, what, "workspace");

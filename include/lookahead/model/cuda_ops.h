@@ -24,10 +24,10 @@ struct AttentionOptions {
   // any length). max_cache_len must then bound it (it chooses the split count and is what k/v_cache must hold).
   const at::Tensor* cache_len_dev = nullptr;
   int64_t max_cache_len = 0;
-  // Reused fp32 partials buffer (any dtype, contiguous); when too small, fewer splits are used. If null, one is
-  // allocated per call from the caching allocator (fine outside graphs).
+  // Reused fp32 partials buffer (any dtype, contiguous); too small for the splits is an error (the split count is
+  // never reduced: batch invariance). If null, one is allocated per call from the caching allocator.
   const at::Tensor* workspace = nullptr;
-  int num_splits = 0;               // 0: automatic
+  int split_keys = 0;               // key positions per split (multiple of 64); 0: kern::kAttnSplitKeys
   const at::Tensor* out = nullptr;  // preallocated output [T, Hq, D] (else a new contiguous tensor)
 };
 
