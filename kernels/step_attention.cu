@@ -1,4 +1,4 @@
-// Step attention: argument checks, split choice, ancestor bits and the split combine kernel.
+// Step attention: argument checks, split plan and the split combine kernel.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -51,20 +51,6 @@ int device_attr(cudaDeviceAttr attr, int fallback) {
   return n;
 }
 
-__global__ void ancestor_bits_kernel(const int32_t* __restrict__ parents, int T, int words, uint32_t* __restrict__ bits) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= T) return;
-  uint32_t* row = bits + int64_t(i) * words;
-  for (int w = 0; w < words; ++w) row[w] = 0u;
-  int j = i;
-  while (true) {
-    row[j >> 5] |= 1u << (j & 31);
-    const int pj = parents[j];
-    if (pj < 0 || pj >= j) break;  // root, or an invalid parent (ends the walk)
-    j = pj;
-  }
-}
-
 // One warp per (token, query head) row: merges the splits' normalised partials by their log-sum-exps.
 template <class E>
 __global__ void combine_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse, int splits,
@@ -115,15 +101,6 @@ bool row_ok(const void* p, int64_t st_t, int64_t st_h, size_t esize) {
 size_t smem_optin() { return size_t(device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 * 1024)); }
 
 }  // namespace detail
-
-cudaError_t launch_ancestor_bits(const int32_t* parents, int T, uint32_t* bits, cudaStream_t stream) {
-  if (T < 0 || (T > 0 && (!parents || !bits))) return cudaErrorInvalidValue;
-  if (T == 0) return cudaSuccess;
-  const int threads = 128;
-  LA_LAUNCH((T + threads - 1) / threads, threads, 0, stream, detail::ancestor_bits_kernel)(parents, T,
-                                                                                          ancestor_words(T), bits);
-  return cudaGetLastError();
-}
 
 size_t step_attention_workspace_bytes(int T, int Hq, int D, int splits) {
   return attn_workspace_bytes(T, Hq, D, splits);

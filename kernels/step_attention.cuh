@@ -1,11 +1,12 @@
 // Step (tree) attention kernel template; instantiated per element type in step_attention_{f32,f16,bf16}.cu so
-// that the three compile in parallel. See lookahead_kernels.h for the design.
+// that the three compile in parallel. See step_attention.h for the design.
 #pragma once
 #include <mma.h>
 
 #include <type_traits>
 
 #include "common.cuh"
+#include "step_attention.h"
 #include "step_attention_plan.h"
 
 namespace la::kern::detail {

@@ -31,8 +31,10 @@
 
 #include "cuda_support.h"
 #include "lookahead/util/error.h"
-#include "lookahead_kernels.h"
-#include "step_attention_plan.h"
+#include "kv_cache.h"
+#include "ops.h"
+#include "step_attention.h"
+#include "verify.h"
 
 namespace la {
 namespace {

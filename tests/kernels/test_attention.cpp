@@ -3,9 +3,9 @@
 #include <sstream>
 
 #include "kernel_test_util.h"
-#include "lookahead/model/cuda_ops.h"
+#include "cuda_ops.h"
 #include "lookahead/util/error.h"
-#include "lookahead_kernels.h"
+#include "step_attention.h"
 
 using namespace la_test;
 

@@ -155,6 +155,8 @@ inline int __all_sync(unsigned, int pred) { return ::la_simt::warp_ballot(pred !
 // Bit intrinsics.
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// CUDA math functions the kernels use that C++ lacks.
+inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 // CUDA's global integer min/max.
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }

@@ -1,7 +1,7 @@
 // The step attention kernel (kernels/step_attention.cu{h}, the very sources nvcc compiles) run on the CPU under the
 // SIMT emulation (simt.h) against a double-precision reference: tree masks, GQA, the 16- and 64-row tiles, split
-// counts with the combine kernel, the device-side cache length, the row tile on an sm_86-sized shared memory, and
-// the ancestor-bits kernel against the host packing. Small shapes: the emulation is for correctness, not speed.
+// counts with the combine kernel, the device-side cache length, and the row tile on an sm_86-sized shared memory.
+// Small shapes: the emulation is for correctness, not speed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
 #include "lookahead/model/step_layout.h"
-#include "lookahead_kernels.h"
+#include "step_attention.h"
 #include "simt.h"
 
 namespace lk = la::kern;
@@ -167,18 +167,6 @@ TEST(Simt, SplitCountsAgree) {
   run_case<float>({4, 2, 1, 16, 90, 64}, 12, &three);
   ASSERT_EQ(one.size(), three.size());
   for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(one[i], three[i], 1e-6) << i;
-}
-
-TEST(Simt, AncestorBitsKernelEqualsHostPacking) {
-  la_simt::set_device(132, 227 * 1024);
-  std::mt19937 rng(13);
-  for (int T : {1, 31, 33, 70}) {
-    const std::vector<int32_t> parents = random_parents(T, rng);
-    std::vector<uint32_t> bits(size_t(T) * la::ancestor_words(T), 0xdeadbeef);
-    ASSERT_EQ(lk::launch_ancestor_bits(parents.data(), T, bits.data(), nullptr), cudaSuccess);
-    EXPECT_EQ(bits, la::pack_ancestor_bits(parents, T)) << T;
-  }
-  EXPECT_TRUE(la_simt::take_errors().empty());
 }
 
 }  // namespace

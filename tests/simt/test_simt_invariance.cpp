@@ -16,9 +16,8 @@
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
 #include "lookahead/model/step_layout.h"
-#include "lookahead_kernels.h"
+#include "step_attention.h"
 #include "simt.h"
-#include "step_attention_plan.h"
 
 namespace lk = la::kern;
 
@@ -119,7 +118,8 @@ int differing_tokens(const Case& c, uint64_t seed, int checks, int* splits_seen 
   std::vector<int32_t> parents(T);
   for (int i = 0; i < T; ++i)
     parents[i] = c.chain ? i - 1 : i == 0 ? -1 : std::uniform_int_distribution<int>(-1, i - 1)(rng);
-  if (splits_seen) *splits_seen = std::max(*splits_seen, lk::attn_splits(c.device_len ? cap : L, T, c.split_keys ? c.split_keys : lk::kAttnSplitKeys));
+  const int keys = c.split_keys ? c.split_keys : lk::kAttnSplitKeys;
+  if (splits_seen) *splits_seen = std::max(*splits_seen, lk::attn_splits(c.device_len ? cap : L, T, keys));
   const std::vector<E> tree = attend<E>(h, T, L, cap, c.device_len, c.split_keys, q, kc, vc, kn, vn, parents);
 
   // The tokens to check: the last, the deepest, and random others.
