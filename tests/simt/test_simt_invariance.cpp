@@ -129,7 +129,7 @@ int differing_tokens(const Case& c, uint64_t seed, int checks, int* splits_seen 
     depth[i] = parents[i] < 0 ? 0 : depth[parents[i]] + 1;
     if (depth[i] > depth[deepest]) deepest = i;
   }
-  std::vector<int> toks = {T - 1, deepest};
+  std::vector<int> toks = {T - 1, deepest, T / 3};
   while (int(toks.size()) < checks) toks.push_back(std::uniform_int_distribution<int>(0, T - 1)(rng));
 
   int bad = 0;
@@ -184,15 +184,24 @@ TEST(SimtInvariance, Fp32DefaultSplitKeys) {
 }
 
 TEST(SimtInvariance, HalfAndBf16ChainIsTheSameBitsAsPlainDecoding) {
-  for (size_t smem : {size_t(227 * 1024), size_t(99 * 1024)}) {
-    la_simt::set_device(132, smem);
-    uint64_t seed = 300;
-    for (const Heads& h : {Heads{4, 2, 64}, Heads{4, 1, 128}, Heads{2, 2, 16}})
-      for (int T : {20}) {  // 40-80 rows: the 64-row tile where it fits; alone: 16 rows
-        const Case c{h, T, 70, 64, (seed % 4) < 2, true};
-        EXPECT_EQ(differing_tokens<__half>(c, seed++, 3), 0) << "fp16 D " << h.D << " T " << T << " smem " << smem;
-        EXPECT_EQ(differing_tokens<__nv_bfloat16>(c, seed++, 3), 0) << "bf16 D " << h.D << " T " << T;
-      }
+  // T = 40: 80-160 rows, the 64-row tile where it fits (alone: 16 rows). 128 keys per split with the length on the
+  // device: the step has 3 key tiles in 2 splits while a token decoded alone at <= 128 keys has 2 tiles in 2
+  // splits, so split boundaries that followed the tile count instead of the key position would differ.
+  struct C16 {
+    Heads h;
+    size_t smem;
+    bool device_len;
+  };
+  const C16 cases[] = {{{4, 2, 64}, 227 * 1024, true},
+                       {{4, 1, 128}, 227 * 1024, true},
+                       {{4, 1, 128}, 99 * 1024, true},  // sm_86: 16-row tiles throughout
+                       {{2, 2, 16}, 227 * 1024, false}};
+  uint64_t seed = 300;
+  for (const C16& k : cases) {
+    la_simt::set_device(132, k.smem);
+    const Case c{k.h, 40, 100, 128, k.device_len, true};
+    EXPECT_EQ(differing_tokens<__half>(c, seed++, 3), 0) << "fp16 D " << k.h.D << " smem " << k.smem;
+    EXPECT_EQ(differing_tokens<__nv_bfloat16>(c, seed++, 3), 0) << "bf16 D " << k.h.D << " smem " << k.smem;
   }
   la_simt::set_device(132, 227 * 1024);
 }
