@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "lookahead_kernels.h"
+#include "kernel_types.h"
 
 // Kernel launches and the dynamic shared memory go through these two macros so that the same source also compiles
 // as host C++ under the SIMT emulation (tests/simt/simt.h defines them there).

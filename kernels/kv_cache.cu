@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "kv_cache.h"
 
 namespace la::kern {
 namespace detail {
@@ -66,7 +67,7 @@ cudaError_t launch_kv_append(DType dt, int T, int Hkv, int D, const void* k_new,
   if (!k_new || !v_new || !k_cache || !v_cache || !cache_len_dev) return cudaErrorInvalidValue;
   return detail::dispatch_width(dt, [&](auto tag) {
     using W = decltype(tag);
-    detail::kv_append_kernel<W><<<dim3(T, 2), 128, 0, stream>>>(
+    LA_LAUNCH(dim3(T, 2), 128, 0, stream, detail::kv_append_kernel<W>)(
         T, Hkv, D, static_cast<const W*>(k_new), kn_stride_t, kn_stride_h, static_cast<const W*>(v_new), vn_stride_t,
         vn_stride_h, static_cast<W*>(k_cache), static_cast<W*>(v_cache), c_stride_t, c_stride_h, cache_len_dev,
         cache_rows);
@@ -81,7 +82,7 @@ cudaError_t launch_kv_commit(DType dt, int caches, void* const* cache_ptrs_dev, 
   if (!cache_ptrs_dev || !src_dev) return cudaErrorInvalidValue;
   return detail::dispatch_width(dt, [&](auto tag) {
     using W = decltype(tag);
-    detail::kv_commit_kernel<W><<<caches, 256, 0, stream>>>(reinterpret_cast<W* const*>(cache_ptrs_dev), row_elems,
+    LA_LAUNCH(caches, 256, 0, stream, detail::kv_commit_kernel<W>)(reinterpret_cast<W* const*>(cache_ptrs_dev), row_elems,
                                                              len, src_dev, m);
     return cudaGetLastError();
   });

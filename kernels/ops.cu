@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common.cuh"
+#include "ops.h"
 
 namespace la::kern {
 namespace detail {
@@ -69,7 +70,7 @@ __global__ void rms_norm_kernel(int H, const E* x, int64_t xs, const E* res, int
 template <class E>
 __global__ void rope_kernel(int D, const int32_t* __restrict__ pos, const float* __restrict__ inv_freq, float attn_scale,
                             E* q, int Hq, int64_t qst, int64_t qsh, E* k, int Hk, int64_t kst, int64_t ksh) {
-  extern __shared__ float cs[];  // [half] cos, [half] sin
+  LA_DYNAMIC_SMEM(float, cs, 16);  // [half] cos, [half] sin
   const int t = blockIdx.x, half = D / 2;
   const float p = float(pos[t]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -139,10 +140,10 @@ cudaError_t launch_rms_norm(DType dt, int rows, int H, const void* x, int64_t x_
     const E* we = static_cast<const E*>(weight);
     E* oe = static_cast<E*>(out);
     if (vec)
-      rms_norm_kernel<E, VV><<<rows, block_threads(H / VV), 0, stream>>>(H, xe, x_stride, re, residual_stride, roe,
+      LA_LAUNCH(rows, block_threads(H / VV), 0, stream, rms_norm_kernel<E, VV>)(H, xe, x_stride, re, residual_stride, roe,
                                                                           residual_out_stride, we, eps, oe, out_stride);
     else
-      rms_norm_kernel<E, 1><<<rows, block_threads(H), 0, stream>>>(H, xe, x_stride, re, residual_stride, roe,
+      LA_LAUNCH(rows, block_threads(H), 0, stream, rms_norm_kernel<E, 1>)(H, xe, x_stride, re, residual_stride, roe,
                                                                     residual_out_stride, we, eps, oe, out_stride);
     return cudaGetLastError();
   });
@@ -159,7 +160,7 @@ cudaError_t launch_rope(DType dt, int T, int D, const int32_t* positions, const 
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   return dispatch_dtype(dt, [&](auto tag) {
     using E = decltype(tag);
-    rope_kernel<E><<<T, block_threads((Hq + Hk) * D / 2), smem, stream>>>(
+    LA_LAUNCH(T, block_threads((Hq + Hk) * D / 2), smem, stream, rope_kernel<E>)(
         D, positions, inv_freq, attn_scale, static_cast<E*>(q), Hq, q_stride_t, q_stride_h, static_cast<E*>(k), Hk,
         k_stride_t, k_stride_h);
     return cudaGetLastError();
@@ -187,10 +188,10 @@ cudaError_t launch_swiglu(DType dt, int T, int I, const void* gate, int64_t gate
       E* ot = o + int64_t(t0) * out_stride;
       if (vec) {
         const dim3 grid((I / VV + threads - 1) / threads, n);
-        swiglu_kernel<E, VV><<<grid, threads, 0, stream>>>(I, gt, gate_stride, ut, up_stride, ot, out_stride);
+        LA_LAUNCH(grid, threads, 0, stream, swiglu_kernel<E, VV>)(I, gt, gate_stride, ut, up_stride, ot, out_stride);
       } else {
         const dim3 grid((I + threads - 1) / threads, n);
-        swiglu_kernel<E, 1><<<grid, threads, 0, stream>>>(I, gt, gate_stride, ut, up_stride, ot, out_stride);
+        LA_LAUNCH(grid, threads, 0, stream, swiglu_kernel<E, 1>)(I, gt, gate_stride, ut, up_stride, ot, out_stride);
       }
       const cudaError_t e = cudaGetLastError();
       if (e != cudaSuccess) return e;

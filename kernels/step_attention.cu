@@ -1,4 +1,4 @@
-// Step attention: argument checks, split choice, ancestor bits and the split combine kernel.
+// Step attention: argument checks, split plan and the split combine kernel.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -49,22 +49,6 @@ int device_attr(cudaDeviceAttr attr, int fallback) {
   if (cudaDeviceGetAttribute(&n, attr, dev) != cudaSuccess || n <= 0) n = fallback;
   cached[{dev, int(attr)}] = n;
   return n;
-}
-
-int sm_count() { return device_attr(cudaDevAttrMultiProcessorCount, 132); }
-
-__global__ void ancestor_bits_kernel(const int32_t* __restrict__ parents, int T, int words, uint32_t* __restrict__ bits) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= T) return;
-  uint32_t* row = bits + int64_t(i) * words;
-  for (int w = 0; w < words; ++w) row[w] = 0u;
-  int j = i;
-  while (true) {
-    row[j >> 5] |= 1u << (j & 31);
-    const int pj = parents[j];
-    if (pj < 0 || pj >= j) break;  // root, or an invalid parent (ends the walk)
-    j = pj;
-  }
 }
 
 // One warp per (token, query head) row: merges the splits' normalised partials by their log-sum-exps.
@@ -118,32 +102,12 @@ size_t smem_optin() { return size_t(device_attr(cudaDevAttrMaxSharedMemoryPerBlo
 
 }  // namespace detail
 
-cudaError_t launch_ancestor_bits(const int32_t* parents, int T, uint32_t* bits, cudaStream_t stream) {
-  if (T < 0 || (T > 0 && (!parents || !bits))) return cudaErrorInvalidValue;
-  if (T == 0) return cudaSuccess;
-  const int threads = 128;
-  LA_LAUNCH((T + threads - 1) / threads, threads, 0, stream, detail::ancestor_bits_kernel)(parents, T,
-                                                                                          ancestor_words(T), bits);
-  return cudaGetLastError();
-}
-
 size_t step_attention_workspace_bytes(int T, int Hq, int D, int splits) {
   return attn_workspace_bytes(T, Hq, D, splits);
 }
 
 int step_attention_splits(const StepAttentionArgs& a) {
-  AttnSplitInput in;
-  in.T = a.T;
-  in.Hq = a.Hq;
-  in.Hkv = a.Hkv;
-  in.D = a.D;
-  in.es = int(dtype_size(a.dtype));
-  in.max_len = a.cache_len_dev ? a.max_cache_len : a.cache_len;
-  in.num_splits = a.num_splits;
-  in.workspace_bytes = a.workspace_bytes;
-  in.sm_count = detail::sm_count();
-  in.smem_optin = detail::smem_optin();
-  return attn_splits(in);
+  return attn_splits(a.cache_len_dev ? a.max_cache_len : a.cache_len, a.T, a.split_keys ? a.split_keys : kAttnSplitKeys);
 }
 
 cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t stream) {
@@ -190,9 +154,13 @@ cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t strea
   p.cache_len_dev = a.cache_len_dev;
   p.max_cache_len = a.max_cache_len;
   p.splits = step_attention_splits(a);
+  if (p.splits <= 0) return cudaErrorInvalidValue;  // split_keys not a positive multiple of 64
+  p.split_tiles = (a.split_keys ? a.split_keys : kAttnSplitKeys) / (a.dtype == DType::F32 ? 32 : 64);
   p.scale_log2 = a.scale * 1.4426950408889634f;
   if (p.splits > 1) {
-    if (!a.workspace) return cudaErrorInvalidValue;
+    // Never fewer splits for a small workspace: the split boundaries are what keeps the result batch-invariant.
+    if (!a.workspace || a.workspace_bytes < attn_workspace_bytes(a.T, a.Hq, a.D, p.splits))
+      return cudaErrorInvalidValue;
     const size_t rows = size_t(a.T) * a.Hq * p.splits;
     p.part_o = static_cast<float*>(a.workspace);
     p.part_lse = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + al256(rows * a.D * sizeof(float)));

@@ -1,11 +1,12 @@
 // Step (tree) attention kernel template; instantiated per element type in step_attention_{f32,f16,bf16}.cu so
-// that the three compile in parallel. See lookahead_kernels.h for the design.
+// that the three compile in parallel. See step_attention.h for the design.
 #pragma once
 #include <mma.h>
 
 #include <type_traits>
 
 #include "common.cuh"
+#include "step_attention.h"
 #include "step_attention_plan.h"
 
 namespace la::kern::detail {
@@ -31,7 +32,8 @@ struct AttnParams {
   int cache_len;
   const int32_t* cache_len_dev;
   int max_cache_len;
-  int splits;
+  int splits;       // grid.z
+  int split_tiles;  // key tiles per split (split_keys / BN): split boundaries at fixed absolute positions
   float scale_log2;  // softmax scale * log2(e)
 };
 
@@ -41,10 +43,33 @@ struct AttnCfg : AttnLayout<int(sizeof(E)), DP, BM> {
   static_assert(std::is_same_v<E, float> == (sizeof(E) == 4), "fp32 runs scalar FMAs, 16-bit types WMMA");
 };
 
-// Issues the cp.async copies of key/value tile `tile` (rows beyond the key range are zero-filled).
+// The step index of the k-th ancestor (root first: k = 0) of a token, from its ancestor bits, or -1 past the token
+// itself. Parents precede children, so the set bits in increasing index are the ancestors in increasing depth.
+__device__ __forceinline__ int kth_ancestor(const uint32_t* ab, int words, int k) {
+  for (int w = 0; w < words; ++w) {
+    uint32_t b = ab[w];
+    const int n = __popc(b);
+    if (k < n) {
+      for (; k > 0; --k) b &= b - 1;
+      return 32 * w + __ffs(int(b)) - 1;
+    }
+    k -= n;
+  }
+  return -1;
+}
+// Depth of a token in its step (0: a root), from its ancestor bits.
+__device__ __forceinline__ int step_depth(const uint32_t* ab, int words) {
+  int n = 0;
+  for (int w = 0; w < words; ++w) n += __popc(ab[w]);
+  return n - 1;
+}
+
+// Issues the cp.async copies of key/value tile `tile` (rows beyond the key range are zero-filled). With `cache_only`
+// (the fp32 path, which reads each row's step keys by position, see below) the step's rows are zero-filled too.
 template <class E, int DP, int BM>
 __device__ __forceinline__ void load_kv_tile(E* dst, const E* cache, int64_t c_st, int64_t c_sh, const E* fresh,
-                                             int64_t f_st, int64_t f_sh, int hk, int tile, int L, int Ltot, int D) {
+                                             int64_t f_st, int64_t f_sh, int hk, int tile, int L, int Ltot, int D,
+                                             bool cache_only) {
   using C = AttnCfg<E, DP, BM>;
   const int cpr = D / C::kVec;  // chunks per row
   for (int idx = threadIdx.x; idx < C::BN * cpr; idx += C::kThreads) {
@@ -55,7 +80,7 @@ __device__ __forceinline__ void load_kv_tile(E* dst, const E* cache, int64_t c_s
     if (j < L) {
       src = cache + int64_t(j) * c_st + int64_t(hk) * c_sh + c * C::kVec;
       bytes = 16;
-    } else if (j < Ltot) {
+    } else if (j < Ltot && !cache_only) {
       src = fresh + int64_t(j - L) * f_st + int64_t(hk) * f_sh + c * C::kVec;
       bytes = 16;
     }
@@ -84,11 +109,20 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
   // A device length is clamped to [0, max_cache_len] (never reads past what the host vouched for).
   const int L = p.cache_len_dev ? max(0, min(*p.cache_len_dev, p.max_cache_len)) : p.cache_len;
   const int Ltot = L + p.T;
+  // Tiles and splits at fixed absolute key positions (step_attention_plan.h: attn_splits): tile k holds key
+  // positions [k * BN, (k + 1) * BN), split s the tiles [s * split_tiles, (s + 1) * split_tiles).
   const int ntiles = (Ltot + BN - 1) / BN;
-  const int tps = (ntiles + p.splits - 1) / p.splits;
-  const int t_begin = split * tps;
-  const int t_end = min(ntiles, t_begin + tps);
+  const int t_begin = min(ntiles, split * p.split_tiles);
+  const int t_end = min(ntiles, t_begin + p.split_tiles);
   const int D = p.D;
+  // fp32 (scalar FMAs): a row's step keys are taken by POSITION, not by step index: key position L + k of a row is
+  // the k-th ancestor of its token (root first), read from k_new/v_new directly, and positions past the token are
+  // masked. So a token sees its keys in the tiles, lanes and splits a plain decode of its path puts them in (where
+  // the same rows sit in the cache), and its output is the same bits alone and inside any tree. The 16-bit path
+  // (WMMA: one K tile shared by 16 rows) keeps step keys at their step index: invariant for a token whose
+  // ancestors are the step's first rows (a chain), not for other tree nodes.
+  constexpr bool kGather = !C::kMma;
+  const int aw = p.anc_words;
 
   const E* kc = static_cast<const E*>(p.kc);
   const E* vc = static_cast<const E*>(p.vc);
@@ -113,9 +147,9 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
       }
     }
   }
-  if (t_begin < t_end) load_kv_tile<E, DP, BM>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, t_begin, L, Ltot, D);
+  if (t_begin < t_end) load_kv_tile<E, DP, BM>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, t_begin, L, Ltot, D, kGather);
   cp_async_commit();  // group: Q + K(t_begin)
-  if (t_begin < t_end) load_kv_tile<E, DP, BM>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, t_begin, L, Ltot, D);
+  if (t_begin < t_end) load_kv_tile<E, DP, BM>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, t_begin, L, Ltot, D, kGather);
   cp_async_commit();  // group: V(t_begin)
 
   const int kt_n = (D + 15) / 16;                  // 16-wide k steps over the head dim actually used
@@ -148,6 +182,16 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
         const int r = idx / BN, c = idx - r * BN;
         const float* qr = reinterpret_cast<const float*>(sQ) + r * C::LDE;
         const float* kr = reinterpret_cast<const float*>(sK) + c * C::LDE;
+        const int j = tile * BN + c;  // key position
+        if (j >= L) {  // a step position: this row's ancestor at depth j - L, if any
+          const int gr = r0 + r;
+          const int a = gr < rows ? kth_ancestor(p.anc + int64_t(gr / p.G) * aw, aw, j - L) : -1;
+          if (a < 0) {
+            sS[r * C::LDS + c] = 0.f;  // masked below
+            continue;
+          }
+          kr = reinterpret_cast<const float*>(kn) + int64_t(a) * p.kn_st + int64_t(hk) * p.kn_sh;
+        }
         float s = 0.f;
         for (int d = 0; d < D; ++d) s = fmaf(qr[d], kr[d], s);
         sS[r * C::LDS + c] = s;
@@ -155,7 +199,7 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
     }
     __syncthreads();  // S complete, K buffer free
     if (tile + 1 < t_end)
-      load_kv_tile<E, DP, BM>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, tile + 1, L, Ltot, D);
+      load_kv_tile<E, DP, BM>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, tile + 1, L, Ltot, D, kGather);
     cp_async_commit();  // group: K(tile+1) (maybe empty)
 
     // ---- online softmax: one warp per row ----
@@ -164,7 +208,8 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
       const int gr = r0 + r;
       if (gr >= rows) break;  // rows are increasing in r: warp-uniform
       const int t = gr / p.G;
-      const uint32_t* ab = p.anc + int64_t(t) * p.anc_words;
+      const uint32_t* ab = p.anc + int64_t(t) * aw;
+      const int depth = kGather ? step_depth(ab, aw) : 0;
       constexpr int PER = BN / 32;
       float sv[PER];
       float mx = -INFINITY;
@@ -172,7 +217,7 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
       for (int i = 0; i < PER; ++i) {
         const int c = lane + 32 * i, j = kbase + c;
         bool ok = j < L;
-        if (!ok && j < Ltot) ok = (ab[(j - L) >> 5] >> ((j - L) & 31)) & 1u;
+        if (!ok && j < Ltot) ok = kGather ? j - L <= depth : ((ab[(j - L) >> 5] >> ((j - L) & 31)) & 1u);
         sv[i] = ok ? sS[r * C::LDS + c] * p.scale_log2 : -INFINITY;
         mx = fmaxf(mx, sv[i]);
       }
@@ -229,14 +274,27 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
         const int r = idx / D, d = idx - r * D;
         const float* pr = reinterpret_cast<const float*>(sP) + r * C::LDP;
         const float* vcol = reinterpret_cast<const float*>(sV) + d;
+        const int gr = r0 + r;
+        const uint32_t* ab = p.anc + int64_t(gr < rows ? gr / p.G : 0) * aw;
         float o = sO[r * C::LDO + d];
-        for (int c = 0; c < BN; ++c) o = fmaf(pr[c], vcol[c * C::LDE], o);
+        for (int c = 0; c < BN; ++c) {
+          const int j = kbase + c;
+          float v;
+          if (j < L) {
+            v = vcol[c * C::LDE];
+          } else {  // the row's ancestor at depth j - L; past the token every probability is 0: stop
+            const int a = gr < rows ? kth_ancestor(ab, aw, j - L) : -1;
+            if (a < 0) break;
+            v = reinterpret_cast<const float*>(vn)[int64_t(a) * p.vn_st + int64_t(hk) * p.vn_sh + d];
+          }
+          o = fmaf(pr[c], v, o);
+        }
         sO[r * C::LDO + d] = o;
       }
     }
     __syncthreads();  // V buffer and P free
     if (tile + 1 < t_end)
-      load_kv_tile<E, DP, BM>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, tile + 1, L, Ltot, D);
+      load_kv_tile<E, DP, BM>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, tile + 1, L, Ltot, D, kGather);
     cp_async_commit();  // group: V(tile+1) (maybe empty)
   }
   cp_async_wait<0>();

@@ -99,39 +99,29 @@ inline size_t attn_workspace_bytes(int T, int Hq, int D, int splits) {
   return al256(rows * D * sizeof(float)) + al256(rows * sizeof(float));
 }
 
-struct AttnSplitInput {
-  int T = 0, Hq = 0, Hkv = 0, D = 0, es = 2;
-  int max_len = 0;        // the largest cache length the launch may see (the capacity for a device length)
-  int num_splits = 0;     // 0: automatic; > 0: forced (clamped)
-  size_t workspace_bytes = 0;
-  int sm_count = 132;
-  size_t smem_optin = 227 * 1024;
-};
-// The flash-decoding split count: enough CTAs for `per_sm` resident CTAs on every SM, at least two key tiles per
-// split, at most 64, bounded by the workspace, then evened out so that no split is empty at max_len.
-inline int attn_splits(const AttnSplitInput& a) {
-  if (a.T <= 0 || a.Hq <= 0 || a.Hkv <= 0 || a.D <= 0 || a.Hq % a.Hkv) return 1;
-  const int G = a.Hq / a.Hkv;
-  const int rows = a.T * G;
-  const int BM = attn_row_tile(rows, a.es, a.D, a.smem_optin);
-  const int BN = a.es == 4 ? 32 : 64;
-  const int ntiles = (std::max(a.max_len, 0) + a.T + BN - 1) / BN;
-  int s;
-  if (a.num_splits > 0) {
-    s = std::min(a.num_splits, ntiles);
-  } else {
-    const int base = ((rows + BM - 1) / BM) * a.Hkv;
-    const int per_sm = BM == 16 ? 4 : 2;  // resident CTAs per SM (shared memory bound)
-    const int target = a.sm_count * per_sm;
-    s = std::min((target + base - 1) / base, ntiles / 2);
-  }
-  s = std::clamp(s, 1, 64);
-  while (s > 1 && attn_workspace_bytes(a.T, a.Hq, a.D, s) > a.workspace_bytes) --s;
-  if (s > 1) {
-    const int tps = (ntiles + s - 1) / s;
-    s = (ntiles + tps - 1) / tps;
-  }
-  return s;
+// Flash-decoding splits, fixed by ABSOLUTE key position (batch invariance): split s covers the key positions
+// [s * split_keys, (s + 1) * split_keys) and its tiles start at multiples of the tile width from position 0, so a
+// query row's keys are grouped into the same tiles and splits, and the splits' partials are merged in the same
+// order (split 0 first), whatever the step size T, the row tile or the cache length (and, in fp32, the tree: the
+// kernel reads a row's step keys by position, step_attention.cuh). The launch has
+// attn_splits(...) splits; splits holding none of a row's keys produce an empty partial (log-sum-exp -inf) that
+// the combine skips, which changes no bit. split_keys is a constant of the model instance (attn_split_keys of its
+// maximum context), never of the step.
+inline constexpr int kAttnSplitKeys = 512;  // StepAttentionArgs::split_keys = 0
+// Keys per split for a model whose cache holds at most max_keys keys (plus a step): the smallest 256 * 2^k with at
+// most 16 splits, so that the workspace stays bounded (16 partials per row) at any context.
+inline int attn_split_keys(long long max_keys) {
+  long long k = 256;
+  while ((std::max(max_keys, 0LL) + k - 1) / k > 16) k *= 2;
+  return int(k);
+}
+// The launch's split count: enough splits for the largest cache length the launch may see (max_len: the cache
+// length, or the capacity for a device-side length) plus the step. 0 for invalid split_keys (not a positive
+// multiple of 64, the widest key tile).
+inline int attn_splits(int max_len, int T, int split_keys) {
+  if (split_keys <= 0 || split_keys % 64) return 0;
+  const long long keys = (long long)std::max(max_len, 0) + std::max(T, 0);
+  return int(std::max(1LL, (keys + split_keys - 1) / split_keys));
 }
 
 }  // namespace la::kern

@@ -1,7 +1,8 @@
-// Greedy verification on the device: row argmax and the longest accepted path through the step tree.
+// Greedy verification on the device: the row argmax of the step logits (the host walks the tree: verify_plan).
 #include <climits>
 
 #include "common.cuh"
+#include "verify.h"
 
 namespace la::kern {
 namespace detail {
@@ -50,36 +51,6 @@ __global__ void argmax_kernel(int n, const E* __restrict__ logits, int64_t strid
   }
 }
 
-// One warp. Children of `cur` have larger indices, so the scan for each level starts at cur + 1; the ballot
-// gives the first matching child in index order.
-__global__ void greedy_accept_kernel(int T, const int32_t* __restrict__ parents, const int32_t* __restrict__ tokens,
-                                     const uint8_t* __restrict__ verify, const int32_t* __restrict__ argmax,
-                                     int32_t* out) {
-  const int lane = threadIdx.x;
-  int cur = 0, P = 1;
-  if (lane == 0) out[1] = 0;
-  while (true) {
-    const int want = argmax[cur];
-    int found = -1;
-    for (int base = cur + 1; base < T; base += 32) {
-      const int c = base + lane;
-      const bool m = c < T && parents[c] == cur && (verify == nullptr || verify[c] != 0) && tokens[c] == want;
-      const unsigned b = __ballot_sync(0xffffffffu, m);
-      if (b) {
-        found = base + __ffs(b) - 1;
-        break;
-      }
-    }
-    if (found < 0) break;
-    cur = found;
-    if (lane == 0) out[1 + P] = cur;
-    ++P;
-  }
-  __syncwarp();
-  for (int k = lane; k < P; k += 32) out[1 + P + k] = k + 1 < P ? tokens[out[2 + k]] : argmax[cur];
-  if (lane == 0) out[0] = P;
-}
-
 }  // namespace
 }  // namespace detail
 
@@ -97,18 +68,11 @@ cudaError_t launch_argmax_rows(DType dt, int rows, int V, const void* logits, in
     constexpr int VV = 16 / sizeof(E);
     const E* l = static_cast<const E*>(logits);
     if (vec)
-      argmax_kernel<E, VV><<<rows, threads, 0, stream>>>(V, l, row_stride, out);
+      LA_LAUNCH(rows, threads, 0, stream, argmax_kernel<E, VV>)(V, l, row_stride, out);
     else
-      argmax_kernel<E, 1><<<rows, threads, 0, stream>>>(V, l, row_stride, out);
+      LA_LAUNCH(rows, threads, 0, stream, argmax_kernel<E, 1>)(V, l, row_stride, out);
     return cudaGetLastError();
   });
-}
-
-cudaError_t launch_greedy_accept(int T, const int32_t* parents, const int32_t* tokens, const uint8_t* verify,
-                                 const int32_t* argmax, int32_t* out, cudaStream_t stream) {
-  if (T <= 0 || !parents || !tokens || !argmax || !out) return cudaErrorInvalidValue;
-  detail::greedy_accept_kernel<<<1, 32, 0, stream>>>(T, parents, tokens, verify, argmax, out);
-  return cudaGetLastError();
 }
 
 }  // namespace la::kern

@@ -69,6 +69,7 @@ class CudaForward {
   bool graphs_;
   at::Device dev_;
   int H_, Hq_, Hkv_, D_, Q_, KV_, W_, I_, V_, layers_;
+  int split_keys_ = 0;  // attention key positions per split, fixed for the model (batch invariance)
   at::Tensor x_, h_, a_, qkv_, attn_, gu_, act_, logits_, am_, dstep_, ws_, table_, dcommit_;
   at::Tensor hstep_, hout_, hcommit_;  // pinned host buffers
   std::map<int, std::unique_ptr<at::cuda::CUDAGraph>> graphs_by_rows_;

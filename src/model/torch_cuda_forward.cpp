@@ -12,7 +12,11 @@
 // one graph memory pool. Everything a graph reads lives at fixed addresses, and everything that varies between
 // replays (ids, positions, parents, ancestor bits, cache length) is read from the device step buffer: the KV
 // append and the attention take the cache length from there, so one graph serves every cache length (the
-// attention's split count is chosen for the cache capacity).
+// attention's splits are laid out for the cache capacity: empty splits past the length cost a launch slot, no bits).
+//
+// Batch invariance: the attention's split boundaries sit at fixed key positions (split_keys_, fixed per model), so
+// a token's attention output does not depend on the bucket or the cache length (fp32; kernels/step_attention.cuh).
+// The GEMMs are cuBLAS's, whose algorithm depends on M (the bucket): not batch-invariant (docs/gpu.md).
 #ifdef LOOKAHEAD_WITH_CUDA
 #include "cuda_forward.h"
 
@@ -27,7 +31,10 @@
 
 #include "cuda_support.h"
 #include "lookahead/util/error.h"
-#include "lookahead_kernels.h"
+#include "kv_cache.h"
+#include "ops.h"
+#include "step_attention.h"
+#include "verify.h"
 
 namespace la {
 namespace {
@@ -91,10 +98,10 @@ CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs)
   const PaddedStepLayout big = padded_step_layout(R);
   dstep_ = at::zeros({big.words}, oi);
   dcommit_ = at::zeros({R}, oi);
-  // Attention partials: enough for the full 64 splits up to 16 step rows; larger steps use fewer splits (they
-  // fill the GPU with query tiles anyway).
-  ws_ = at::zeros({int64_t(kern::step_attention_workspace_bytes(16, Hq_, D_, 64)) + 256},
-                  o.dtype(at::kByte));
+  // Attention partials: splits of split_keys_ key positions, a constant of the model (batch invariance), at most 16
+  // of them up to the largest cache (max_positions + 256 rows) plus a step, for the largest step.
+  split_keys_ = kern::attn_split_keys(int64_t(c.max_positions) + 256 + R);
+  ws_ = at::zeros({int64_t(kern::step_attention_workspace_bytes(R, Hq_, D_, 16)) + 256}, o.dtype(at::kByte));
   const auto pinned = at::TensorOptions().dtype(at::kInt).pinned_memory(true);
   hstep_ = at::zeros({big.words}, pinned);
   hout_ = at::zeros({R}, pinned);
@@ -187,6 +194,7 @@ void CudaForward::enqueue(int R, const PaddedStepLayout& lay) {
     a.scale = float(1.0 / std::sqrt(double(D_)));
     a.workspace = ws_.data_ptr();
     a.workspace_bytes = size_t(ws_.numel());
+    a.split_keys = split_keys_;
     ck(kern::launch_step_attention(a, s), "step_attention");
     if (w.bo.defined()) at::addmm_out(A, w.bo, ATT, w.wo.t());
     else at::mm_out(A, ATT, w.wo.t());

@@ -61,44 +61,21 @@ TEST(CudaHost, PaddedHeadDims) {
   EXPECT_EQ(attn_padded_dim(129), 0);
 }
 
-AttnSplitInput llama8b(int T, int max_len) {
-  AttnSplitInput a;
-  a.T = T;
-  a.Hq = 32;
-  a.Hkv = 8;
-  a.D = 128;
-  a.es = 2;
-  a.max_len = max_len;
-  a.workspace_bytes = attn_workspace_bytes(16, 32, 128, 64) + 256;
-  a.sm_count = 132;
-  a.smem_optin = kSm90;
-  return a;
-}
-
 TEST(CudaHost, SplitCount) {
-  // T = 1, 4 rows per KV head -> 8 CTAs; 132 SMs x 4 -> 66 wanted; 65 key tiles at 4096 -> at most 32; evened to
-  // 22 splits of 3 tiles.
-  EXPECT_EQ(attn_splits(llama8b(1, 4096)), 22);
-  EXPECT_EQ(attn_splits(llama8b(1, 100)), 1);  // two tiles: one split
-  AttnSplitInput a = llama8b(1, 4096);
-  a.workspace_bytes = attn_workspace_bytes(1, 32, 128, 4);
-  EXPECT_EQ(attn_splits(a), 4);  // bounded by the workspace
-  a.workspace_bytes = 0;
-  EXPECT_EQ(attn_splits(a), 1);
-  a = llama8b(1, 4096);
-  a.num_splits = 100;
-  EXPECT_EQ(attn_splits(a), 33);  // clamped to 64, evened out over 65 tiles
-  a.Hkv = 7;
-  EXPECT_EQ(attn_splits(a), 1);  // invalid grouping: no split
-  // Every split has work at the maximum length, for many shapes.
+  // Splits at fixed absolute key positions: as many as the longest cache plus the step needs, never chosen by T's
+  // occupancy or the workspace (batch invariance; tests/simt/test_simt_invariance.cpp checks the bits).
+  EXPECT_EQ(attn_splits(4096, 1, 512), 9);
+  EXPECT_EQ(attn_splits(100, 1, 512), 1);
+  EXPECT_EQ(attn_splits(0, 256, 256), 1);
+  EXPECT_EQ(attn_splits(1, 256, 256), 2);
+  EXPECT_EQ(attn_splits(4096, 1, 96), 0);  // not a multiple of 64
+  // Every split has work at the maximum length, and a model's split size keeps at most 17 splits at its capacity.
   for (int T : {1, 3, 16, 64, 256})
     for (int len : {0, 1, 63, 64, 1000, 4096, 131072}) {
-      const AttnSplitInput b = llama8b(T, len);
-      const int s = attn_splits(b), ntiles = (len + T + 63) / 64, tps = (ntiles + s - 1) / s;
+      const int keys = attn_split_keys(len + 256), s = attn_splits(len, T, keys);
       EXPECT_GE(s, 1);
-      EXPECT_LE(s, 64);
-      EXPECT_GT(ntiles - (s - 1) * tps, 0) << T << " " << len << ": split " << s - 1 << " is empty";
-      EXPECT_LE(attn_workspace_bytes(T, 32, 128, s), b.workspace_bytes);
+      EXPECT_LE(s, 17) << T << " " << len;
+      EXPECT_GT(len + T - (s - 1) * keys, 0) << T << " " << len << ": split " << s - 1 << " is empty";
     }
 }
 

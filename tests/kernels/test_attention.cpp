@@ -3,9 +3,9 @@
 #include <sstream>
 
 #include "kernel_test_util.h"
-#include "lookahead/model/cuda_ops.h"
+#include "cuda_ops.h"
 #include "lookahead/util/error.h"
-#include "lookahead_kernels.h"
+#include "step_attention.h"
 
 using namespace la_test;
 
@@ -82,17 +82,18 @@ TEST(StepAttention, ForcedSplitCountsAgree) {
     const double scale = 0.125;
     const at::Tensor ref = ref_step_attention(in.q, in.kc, in.vc, L, in.kn, in.vn, in.parents, scale);
     const at::Tensor bits = la::cuda::ancestor_bits(in.parents_d);
-    for (int s : {1, 2, 3, 7, 64}) {
-      SCOPED_TRACE(std::string(name_of(dt)) + " splits=" + std::to_string(s));
+    for (int s : {64, 128, 192, 512, 3072}) {  // 47, 24, 16, 6 and 1 splits
+      SCOPED_TRACE(std::string(name_of(dt)) + " split_keys=" + std::to_string(s));
       la::cuda::AttentionOptions opt;
-      opt.num_splits = s;
+      opt.split_keys = s;
       const at::Tensor out = la::cuda::step_attention_bits(in.q, in.kc, in.vc, L, in.kn, in.vn, bits, scale, opt);
       EXPECT_LT(rel_err(out, ref), attn_tol(dt));
     }
   }
 }
 
-TEST(StepAttention, SmallWorkspaceFallsBackToFewerSplits) {
+// The split count is never reduced for a small workspace (that would move split boundaries): it is an error.
+TEST(StepAttention, SmallWorkspaceIsAnError) {
   LA_REQUIRE_CUDA();
   std::mt19937 rng(3);
   at::manual_seed(3);
@@ -101,12 +102,17 @@ TEST(StepAttention, SmallWorkspaceFallsBackToFewerSplits) {
   const Inputs in = make_inputs(T, L, h, at::kHalf, 0, rng);
   const at::Tensor ref = ref_step_attention(in.q, in.kc, in.vc, L, in.kn, in.vn, in.parents, 0.088);
   const at::Tensor bits = la::cuda::ancestor_bits(in.parents_d);
-  for (int64_t bytes : {int64_t(0), int64_t(64), int64_t(la::kern::step_attention_workspace_bytes(T, h.Hq, h.D, 3))}) {
+  const int64_t need = int64_t(la::kern::step_attention_workspace_bytes(T, h.Hq, h.D, 8));  // 4001 keys / 512
+  for (int64_t bytes : {int64_t(0), int64_t(64), need - 1, need}) {
     SCOPED_TRACE("workspace bytes " + std::to_string(bytes));
     const at::Tensor ws = at::empty({std::max<int64_t>(bytes, 1)}, cuda_opts(at::kByte));
     const at::Tensor ws_view = ws.narrow(0, 0, bytes);
     la::cuda::AttentionOptions opt;
     opt.workspace = &ws_view;
+    if (bytes < need) {
+      EXPECT_THROW(la::cuda::step_attention_bits(in.q, in.kc, in.vc, L, in.kn, in.vn, bits, 0.088, opt), std::exception);
+      continue;
+    }
     const at::Tensor out = la::cuda::step_attention_bits(in.q, in.kc, in.vc, L, in.kn, in.vn, bits, 0.088, opt);
     EXPECT_LT(rel_err(out, ref), attn_tol(at::kHalf));
   }

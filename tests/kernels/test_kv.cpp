@@ -1,10 +1,9 @@
-// KV-cache kernels (append at a device-side length, in-place commit of an accepted path) against ATen, and the
-// device ancestor bits against the host packing the CUDA forward uploads (la::pack_ancestor_bits).
+// KV-cache kernels (append at a device-side length, in-place commit of an accepted path) against ATen.
 #include <cstring>
 
 #include "kernel_test_util.h"
 #include "lookahead/model/step_layout.h"
-#include "lookahead_kernels.h"
+#include "kv_cache.h"
 
 using namespace la_test;
 namespace lk = la::kern;
@@ -66,22 +65,4 @@ TEST(KvCache, CommitGathersPathInPlaceOverAllCaches) {
           EXPECT_TRUE(at::equal(caches[i][L + j], before[i][L + src[j]])) << "cache " << i << " row " << j;
     }
   }
-}
-
-TEST(KvCache, DeviceAncestorBitsEqualHostPacking) {
-  LA_REQUIRE_CUDA();
-  std::mt19937 rng(9);
-  for (int T : {1, 5, 32, 33, 100, 256})
-    for (int kind = 0; kind < 3; ++kind) {
-      const auto p = random_parents(T, kind, rng);
-      const at::Tensor bits = at::zeros({T, lk::ancestor_words(T)}, cuda_opts(at::kInt));
-      const at::Tensor pd = to_device_i32(p);
-      ASSERT_EQ(lk::launch_ancestor_bits(pd.data_ptr<int32_t>(), T, reinterpret_cast<uint32_t*>(bits.data_ptr<int32_t>()),
-                                         nullptr),
-                cudaSuccess);
-      const at::Tensor h = bits.cpu();
-      const auto host = la::pack_ancestor_bits(p, T);
-      ASSERT_EQ(int64_t(host.size()), h.numel());
-      EXPECT_EQ(std::memcmp(host.data(), h.data_ptr<int32_t>(), host.size() * 4), 0) << "T=" << T << " kind=" << kind;
-    }
 }

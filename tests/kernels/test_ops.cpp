@@ -1,10 +1,11 @@
-// Fused element-wise kernels and greedy verification vs ATen / host references.
+// Fused element-wise kernels and the row argmax vs ATen / host references.
 #include <cmath>
 #include <sstream>
 
 #include "kernel_test_util.h"
-#include "lookahead/model/cuda_ops.h"
-#include "lookahead_kernels.h"
+#include "cuda_ops.h"
+#include "ops.h"
+#include "verify.h"
 
 using namespace la_test;
 
@@ -139,81 +140,4 @@ TEST(ArgmaxRows, MatchesTorchArgmaxIncludingTies) {
       }
   const at::Tensor one = at::randn({1000}, cuda_opts(at::kFloat));
   EXPECT_EQ(la::cuda::argmax_rows(one).item<int32_t>(), one.argmax().item<int64_t>());
-}
-
-namespace {
-// Host reference of launch_greedy_accept.
-std::pair<std::vector<int32_t>, std::vector<int32_t>> host_accept(const std::vector<int32_t>& parents,
-                                                                  const std::vector<int32_t>& tokens,
-                                                                  const std::vector<uint8_t>& verify,
-                                                                  const std::vector<int32_t>& argmax) {
-  const int T = int(parents.size());
-  std::vector<int32_t> path{0}, toks;
-  int cur = 0;
-  while (true) {
-    int next = -1;
-    for (int c = cur + 1; c < T && next < 0; ++c)
-      if (parents[c] == cur && verify[c] && tokens[c] == argmax[cur]) next = c;
-    if (next < 0) break;
-    toks.push_back(tokens[next]);
-    path.push_back(next);
-    cur = next;
-  }
-  toks.push_back(argmax[cur]);
-  return {path, toks};
-}
-}  // namespace
-
-TEST(GreedyAccept, MatchesHostWalkOnRandomTrees) {
-  LA_REQUIRE_CUDA();
-  std::mt19937 rng(16);
-  for (int T : {1, 2, 5, 16, 64, 100, 256}) {
-    for (int rep = 0; rep < 20; ++rep) {
-      const int kind = rep % 3;
-      SCOPED_TRACE("T=" + std::to_string(T) + " rep=" + std::to_string(rep));
-      std::vector<int32_t> parents = random_parents(T, kind, rng);
-      if (kind == 2 && T > 1) parents[1] = 0;
-      const int vocab = rep % 2 ? 2 : 4;  // small vocabularies: long accepted paths
-      std::vector<int32_t> tokens(T), argmax(T);
-      std::vector<uint8_t> verify(T);
-      for (int i = 0; i < T; ++i) {
-        tokens[i] = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
-        argmax[i] = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
-        verify[i] = rep % 4 == 3 ? uint8_t(std::uniform_int_distribution<int>(0, 3)(rng) != 0) : 1;
-      }
-      const at::Tensor vt = at::from_blob(verify.data(), {T}, at::TensorOptions().dtype(at::kByte)).to(at::kCUDA);
-      const at::Tensor out = la::cuda::greedy_accept(to_device_i32(parents), to_device_i32(tokens),
-                                                     rep % 4 == 3 ? vt.to(at::kBool) : at::Tensor(), to_device_i32(argmax));
-      ASSERT_EQ(out.numel(), 1 + 2 * T);
-      const la::cuda::AcceptResult got = la::cuda::accept_result_to_host(out);
-      const auto [path, toks] = host_accept(parents, tokens, verify, argmax);
-      EXPECT_EQ(got.path, path);
-      EXPECT_EQ(got.tokens, toks);
-    }
-  }
-}
-
-TEST(GreedyAccept, FullChainAndArgmaxPipeline) {
-  LA_REQUIRE_CUDA();
-  // A chain whose drafted tokens are all the argmaxes of their parents: every node is accepted.
-  const int T = 200, V = 1000;
-  std::vector<int32_t> parents(T), tokens(T);
-  std::vector<int32_t> want(T);
-  std::mt19937 rng(17);
-  for (int i = 0; i < T; ++i) want[i] = std::uniform_int_distribution<int>(0, V - 1)(rng);
-  for (int i = 0; i < T; ++i) {
-    parents[i] = i - 1;
-    tokens[i] = i == 0 ? 5 : want[i - 1];
-  }
-  at::Tensor logits = at::randn({T, V}, cuda_opts(at::kHalf));
-  for (int i = 0; i < T; ++i) logits[i][want[i]] = 100.0;
-  const at::Tensor am = la::cuda::argmax_rows(logits);
-  const la::cuda::AcceptResult r =
-      la::cuda::accept_result_to_host(la::cuda::greedy_accept(to_device_i32(parents), to_device_i32(tokens),
-                                                              at::Tensor(), am));
-  ASSERT_EQ(int(r.path.size()), T);
-  for (int i = 0; i < T; ++i) EXPECT_EQ(r.path[i], i);
-  ASSERT_EQ(int(r.tokens.size()), T);
-  for (int i = 0; i + 1 < T; ++i) EXPECT_EQ(r.tokens[i], tokens[i + 1]);
-  EXPECT_EQ(r.tokens.back(), want[T - 1]);
 }

@@ -4,7 +4,7 @@
 #  * every step attention configuration (3 dtypes x 4 head dims x 2 row tiles) compiled for both;
 #  * no register spills and no stack (LOCAL:0, STACK:0) in any kernel;
 #  * registers within what the launch assumes: <= 255 everywhere, and the 16-row attention tiles <= 128 so that
-#    the 4 resident CTAs of 128 threads per SM that the split count counts on fit the 64 Ki registers.
+#    4 resident CTAs of 128 threads per SM (the occupancy the 16-row tile is sized for) fit the 64 Ki registers.
 # cuobjdump is not in the toolkit here: it comes from PyPI (nvidia-cuda-cuobjdump, CUDA 13, installed into the
 # torch venv by launch/setup.sh --test-deps; triton ships one too). CUOBJDUMP=path overrides.
 # labels: cuda-static

@@ -304,10 +304,13 @@ void run_grid(dim3 grid, dim3 block, size_t smem, const void* fn, void (*body)(v
             if (g_fibers[t]->st != St::Run) continue;
             g_running = int(t);
             g_cur = &g_fibers[t]->c;
+            // Read the fiber table before switching TSan's fiber: after the switch, accesses count as the emulated
+            // thread's, and the table's growth by a wider launch would read as a race with that thread.
+            ucontext_t* to = &g_fibers[t]->ctx;
 #if LA_TSAN
             __tsan_switch_to_fiber(g_fibers[t]->tsan, __tsan_switch_to_fiber_no_sync);
 #endif
-            swapcontext(&g_sched, &g_fibers[t]->ctx);
+            swapcontext(&g_sched, to);
           }
           // Release complete barriers: a warp's when all its live lanes wait at a warp barrier, the block's when
           // all live threads wait at __syncthreads.

@@ -152,6 +152,11 @@ inline T __shfl_xor_sync(unsigned, T v, int mask, int = 32) {
 inline unsigned __ballot_sync(unsigned, int pred) { return ::la_simt::warp_ballot(pred != 0); }
 inline int __any_sync(unsigned, int pred) { return ::la_simt::warp_ballot(pred != 0) != 0; }
 inline int __all_sync(unsigned, int pred) { return ::la_simt::warp_ballot(pred != 0) == 0xffffffffu; }
+// Bit intrinsics.
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+// CUDA math functions the kernels use that C++ lacks.
+inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 // CUDA's global integer min/max.
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }

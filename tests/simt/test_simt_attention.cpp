@@ -1,7 +1,7 @@
 // The step attention kernel (kernels/step_attention.cu{h}, the very sources nvcc compiles) run on the CPU under the
 // SIMT emulation (simt.h) against a double-precision reference: tree masks, GQA, the 16- and 64-row tiles, split
-// counts with the combine kernel, the device-side cache length, the row tile on an sm_86-sized shared memory, and
-// the ancestor-bits kernel against the host packing. Small shapes: the emulation is for correctness, not speed.
+// counts with the combine kernel, the device-side cache length, and the row tile on an sm_86-sized shared memory.
+// Small shapes: the emulation is for correctness, not speed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
 #include "lookahead/model/step_layout.h"
-#include "lookahead_kernels.h"
+#include "step_attention.h"
 #include "simt.h"
 
 namespace lk = la::kern;
@@ -39,7 +39,7 @@ lk::DType dtype_of<__nv_bfloat16>() { return lk::DType::BF16; }
 
 struct Shape {
   int T, Hq, Hkv, D, L;
-  int splits = 0;         // 0: automatic
+  int split_keys = 0;     // 0: the default (512 key positions per split)
   bool device_len = false;
 };
 
@@ -66,7 +66,7 @@ double run_case(const Shape& s, uint64_t seed, std::vector<float>* got_out = nul
   std::vector<E> kn = fill(size_t(T) * Hkv * D), vn = fill(size_t(T) * Hkv * D), out(size_t(T) * Hq * D);
   const std::vector<int32_t> parents = random_parents(T, rng);
   const std::vector<uint32_t> bits = la::pack_ancestor_bits(parents, T);
-  std::vector<unsigned char> ws(lk::step_attention_workspace_bytes(T, Hq, D, 64) + 256);
+  std::vector<unsigned char> ws(lk::step_attention_workspace_bytes(T, Hq, D, 64) + 256);  // 64 splits: plenty
   int32_t len_dev = L;
 
   lk::StepAttentionArgs a;
@@ -99,7 +99,7 @@ double run_case(const Shape& s, uint64_t seed, std::vector<float>* got_out = nul
   a.scale = float(1.0 / std::sqrt(double(D)));
   a.workspace = ws.data();
   a.workspace_bytes = ws.size();
-  a.num_splits = s.splits;
+  a.split_keys = s.split_keys;
   EXPECT_EQ(lk::launch_step_attention(a, nullptr), cudaSuccess);
   for (const auto& e : la_simt::take_errors()) ADD_FAILURE() << "emulation: " << e;
 
@@ -134,20 +134,20 @@ double run_case(const Shape& s, uint64_t seed, std::vector<float>* got_out = nul
 
 TEST(Simt, StepAttentionFp32TreeGqaSplits) {
   la_simt::set_device(132, 227 * 1024);
-  EXPECT_LT(run_case<float>({5, 4, 2, 64, 37}, 1), 2e-6);             // 16-row tile, automatic split count
-  EXPECT_LT(run_case<float>({5, 4, 2, 64, 70, 3}, 2), 2e-6);          // forced 3 splits: the combine kernel
-  EXPECT_LT(run_case<float>({11, 4, 2, 40, 33, 1}, 3), 2e-6);         // rows 22: 64-row tile, D padded to 64
+  EXPECT_LT(run_case<float>({5, 4, 2, 64, 37}, 1), 2e-6);             // 16-row tile, one split
+  EXPECT_LT(run_case<float>({5, 4, 2, 64, 70, 64}, 2), 2e-6);         // 2 splits of 64 keys: the combine kernel
+  EXPECT_LT(run_case<float>({11, 4, 2, 40, 33}, 3), 2e-6);         // rows 22: 64-row tile, D padded to 64
   EXPECT_LT(run_case<float>({3, 2, 2, 16, 0}, 4), 2e-6);              // empty cache
-  EXPECT_LT(run_case<float>({6, 4, 1, 64, 45, 2, true}, 5), 2e-6);    // cache length read on the device
-  EXPECT_LT(run_case<float>({40, 2, 1, 16, 20, 2}, 14), 2e-6);         // two ancestor words per row
+  EXPECT_LT(run_case<float>({6, 4, 1, 64, 45, 64, true}, 5), 2e-6);   // cache length read on the device
+  EXPECT_LT(run_case<float>({40, 2, 1, 16, 20, 64}, 14), 2e-6);        // two ancestor words per row
 }
 
 TEST(Simt, StepAttentionHalfAndBf16Wmma) {
   la_simt::set_device(132, 227 * 1024);
   EXPECT_LT(run_case<__half>({5, 4, 2, 64, 37}, 6), 4e-3);
-  EXPECT_LT(run_case<__half>({9, 4, 2, 64, 80, 2}, 7), 4e-3);          // rows 18: 64-row tile, 2 splits
+  EXPECT_LT(run_case<__half>({9, 4, 2, 64, 80, 64}, 7), 4e-3);         // rows 18: 64-row tile, 2 splits
   EXPECT_LT(run_case<__nv_bfloat16>({5, 4, 2, 64, 37}, 8), 2e-2);
-  EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 70, 0, true}, 9), 2e-2);
+  EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 70, 128, true}, 9), 2e-2);
   EXPECT_LT(run_case<__half>({37, 2, 2, 16, 5}, 15), 4e-3);             // two ancestor words per row
 }
 
@@ -159,26 +159,14 @@ TEST(Simt, SixtyFourRowTileFallsBackOnSm86) {
   la_simt::set_device(132, 227 * 1024);
 }
 
-// The split count changes the summation order only: results agree closely for every forced count.
+// The split size changes the summation order only: results agree closely for one split and for two.
 TEST(Simt, SplitCountsAgree) {
   la_simt::set_device(132, 227 * 1024);
   std::vector<float> one, three;
-  run_case<float>({4, 2, 1, 16, 90, 1}, 12, &one);
-  run_case<float>({4, 2, 1, 16, 90, 3}, 12, &three);
+  run_case<float>({4, 2, 1, 16, 90, 512}, 12, &one);
+  run_case<float>({4, 2, 1, 16, 90, 64}, 12, &three);
   ASSERT_EQ(one.size(), three.size());
   for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(one[i], three[i], 1e-6) << i;
-}
-
-TEST(Simt, AncestorBitsKernelEqualsHostPacking) {
-  la_simt::set_device(132, 227 * 1024);
-  std::mt19937 rng(13);
-  for (int T : {1, 31, 33, 70}) {
-    const std::vector<int32_t> parents = random_parents(T, rng);
-    std::vector<uint32_t> bits(size_t(T) * la::ancestor_words(T), 0xdeadbeef);
-    ASSERT_EQ(lk::launch_ancestor_bits(parents.data(), T, bits.data(), nullptr), cudaSuccess);
-    EXPECT_EQ(bits, la::pack_ancestor_bits(parents, T)) << T;
-  }
-  EXPECT_TRUE(la_simt::take_errors().empty());
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // The CUDA forward pads every step of T tokens to a bucket (the smallest of kStepBuckets >= T) so that one CUDA
 // graph per bucket serves every step, and it sends the tree mask as packed ancestor bits built here, once per step,
 // from the parents: row i, word w, bit b set iff token 32w+b is i or an ancestor of i (the layout of
-// kernels/lookahead_kernels.h, ancestor_words(T) words per row). Padding tokens go after the real ones with
+// kernels/kernel_types.h, ancestor_words(T) words per row). Padding tokens go after the real ones with
 // parent -1, token 0 and the last real position, and see only themselves: no real token has them as ancestors, so
 // real outputs do not change, and their outputs are ignored (never committed).
 #pragma once

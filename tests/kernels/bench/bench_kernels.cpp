@@ -18,7 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "lookahead_kernels.h"
+#include "lookahead/model/step_layout.h"
+#include "step_attention.h"
 
 namespace {
 
@@ -120,11 +121,10 @@ int main(int argc, char** argv) {
         const at::Tensor kn = at::randn({T, m->Hkv, m->D}, o), vn = at::randn({T, m->Hkv, m->D}, o);
         std::vector<int32_t> parents(T);  // a random tree (lookahead steps are trees / forests)
         for (int i = 0; i < T; ++i) parents[i] = i == 0 ? -1 : std::uniform_int_distribution<int>(0, i - 1)(rng);
-        const at::Tensor pd = at::tensor(at::ArrayRef<int32_t>(parents), at::dtype(at::kInt)).to(at::kCUDA);
-        const at::Tensor bits = at::empty({T, la::kern::ancestor_words(T)}, o.dtype(at::kInt));
-        ck(la::kern::launch_ancestor_bits(pd.data_ptr<int32_t>(), T, reinterpret_cast<uint32_t*>(bits.data_ptr<int32_t>()),
-                                          nullptr),
-           "bits");
+        const std::vector<uint32_t> hb = la::pack_ancestor_bits(parents, T);  // as the CUDA forward uploads them
+        const at::Tensor bits =
+            at::from_blob(const_cast<uint32_t*>(hb.data()), {T, la::kern::ancestor_words(T)}, at::dtype(at::kInt))
+                .to(o.device());
         const at::Tensor out = at::empty({T, m->Hq, m->D}, o);
         const double scale = 1.0 / std::sqrt(double(m->D));
 

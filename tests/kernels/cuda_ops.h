@@ -1,5 +1,5 @@
-// at::Tensor adapters of the CUDA kernels (kernels/lookahead_kernels.h). Defined only in CUDA builds
-// (src/model/torch_cuda_ops.cpp is empty otherwise). No ATen here: at::Tensor is forward-declared.
+// at::Tensor adapters of the CUDA kernels (kernels/*.h), for the kernel tests only (test_kernels compiles
+// cuda_ops.cpp; the CUDA forward calls the raw launchers). No ATen here: at::Tensor is forward-declared.
 //
 // All tensors of a call live on one CUDA device; the kernels run on that device's current c10 stream, so
 // they are captured by a CUDA graph begun on it. Float tensors of one call share one dtype (f32, f16 or bf16);
@@ -24,10 +24,10 @@ struct AttentionOptions {
   // any length). max_cache_len must then bound it (it chooses the split count and is what k/v_cache must hold).
   const at::Tensor* cache_len_dev = nullptr;
   int64_t max_cache_len = 0;
-  // Reused fp32 partials buffer (any dtype, contiguous); when too small, fewer splits are used. If null, one is
-  // allocated per call from the caching allocator (fine outside graphs).
+  // Reused fp32 partials buffer (any dtype, contiguous); too small for the splits is an error (the split count is
+  // never reduced: batch invariance). If null, one is allocated per call from the caching allocator.
   const at::Tensor* workspace = nullptr;
-  int num_splits = 0;               // 0: automatic
+  int split_keys = 0;               // key positions per split (multiple of 64); 0: kern::kAttnSplitKeys
   const at::Tensor* out = nullptr;  // preallocated output [T, Hq, D] (else a new contiguous tensor)
 };
 
@@ -58,17 +58,5 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 
 // Row argmax of logits [rows, V] (or [V]) -> int32 [rows]; first index on ties (torch.argmax order).
 at::Tensor argmax_rows(const at::Tensor& logits);
-
-// Longest accepted path (see launch_greedy_accept): parents, tokens, argmax int32 [T]; verify bool/uint8 [T]
-// (or an undefined tensor: every node may be accepted). Returns int32 [1 + 2T] on the device:
-// [P, path[0..P), new_tokens[0..P), unused...].
-at::Tensor greedy_accept(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& verify,
-                         const at::Tensor& argmax);
-struct AcceptResult {
-  std::vector<int32_t> path;    // node indices, path[0] == 0
-  std::vector<int32_t> tokens;  // accepted children's tokens then the last node's argmax (path.size() tokens)
-};
-// Decodes greedy_accept's output (one device-to-host copy; synchronises the current stream).
-AcceptResult accept_result_to_host(const at::Tensor& accept_out);
 
 }  // namespace la::cuda

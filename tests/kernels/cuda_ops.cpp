@@ -1,19 +1,24 @@
-// at::Tensor adapters of the CUDA kernels (see include/lookahead/model/cuda_ops.h). Compiles to nothing in
-// CPU-only builds.
+// at::Tensor adapters of the CUDA kernels for the kernel tests (see cuda_ops.h). Compiles to nothing in CPU-only
+// builds.
 #ifdef LOOKAHEAD_WITH_CUDA
-#include "lookahead/model/cuda_ops.h"
+#include "cuda_ops.h"
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "lookahead/util/error.h"
-#include "lookahead_kernels.h"
+#include "kv_cache.h"
+#include "lookahead/model/step_layout.h"
+#include "ops.h"
+#include "step_attention.h"
+#include "verify.h"
 
 namespace la::cuda {
 namespace {
@@ -79,14 +84,14 @@ at::Tensor as_rows(const at::Tensor& t, int64_t H) {
 at::Tensor ancestor_bits(const at::Tensor& parents) {
   LA_CHECK(parents.defined() && parents.is_cuda() && parents.dim() == 1, "la::cuda::ancestor_bits: parents must be a "
            "1-D CUDA tensor");
-  c10::cuda::CUDAGuard guard(parents.device());
-  const at::Tensor p = as_i32(parents);
-  const int64_t T = p.size(0);
-  at::Tensor bits = at::empty({T, kern::ancestor_words(int(T))}, p.options().dtype(at::kInt));
-  check(kern::launch_ancestor_bits(p.data_ptr<int32_t>(), int(T), reinterpret_cast<uint32_t*>(bits.data_ptr<int32_t>()),
-                                   stream_of(p)),
-        "ancestor_bits");
-  return bits;
+  // The host packing the CUDA forward uploads (a test adapter: one device-to-host and one host-to-device copy).
+  const at::Tensor p = parents.to(at::kCPU).to(at::kInt).contiguous();
+  const int T = int(p.size(0));
+  const std::vector<int32_t> pv(p.data_ptr<int32_t>(), p.data_ptr<int32_t>() + T);
+  const std::vector<uint32_t> bits = la::pack_ancestor_bits(pv, T);
+  at::Tensor h = at::empty({T, kern::ancestor_words(T)}, at::TensorOptions().dtype(at::kInt));
+  std::memcpy(h.data_ptr<int32_t>(), bits.data(), bits.size() * sizeof(uint32_t));
+  return h.to(parents.device());
 }
 
 at::Tensor step_attention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
@@ -186,7 +191,7 @@ at::Tensor step_attention_bits(const at::Tensor& q, const at::Tensor& k_cache, c
   a.o_stride_t = out.stride(0);
   a.o_stride_h = out.stride(1);
   a.scale = float(scale);
-  a.num_splits = opt.num_splits;
+  a.split_keys = opt.split_keys;
   at::Tensor ws;
   if (opt.workspace) {
     check_on(*opt.workspace, q, what, "workspace");
@@ -327,46 +332,6 @@ at::Tensor argmax_rows(const at::Tensor& logits) {
                                  out.data_ptr<int32_t>(), stream_of(logits)),
         "argmax_rows");
   return out;
-}
-
-at::Tensor greedy_accept(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& verify,
-                         const at::Tensor& argmax) {
-  const char* what = "greedy_accept";
-  LA_CHECK(parents.defined() && parents.is_cuda() && parents.dim() == 1 && parents.size(0) > 0,
-           "la::cuda::greedy_accept: parents must be a non-empty [T] CUDA tensor");
-  c10::cuda::CUDAGuard guard(parents.device());
-  const int64_t T = parents.size(0);
-  check_on(tokens, parents, what, "tokens");
-  check_on(argmax, parents, what, "argmax");
-  LA_CHECK(tokens.numel() == T && argmax.numel() == T, "la::cuda::greedy_accept: tokens and argmax must have T=", T,
-           " elements");
-  const at::Tensor p = as_i32(parents), t = as_i32(tokens), am = as_i32(argmax);
-  at::Tensor v;
-  if (verify.defined()) {
-    check_on(verify, parents, what, "verify");
-    LA_CHECK(verify.numel() == T, "la::cuda::greedy_accept: verify must have T elements");
-    v = (verify.scalar_type() == at::kBool || verify.scalar_type() == at::kByte) && verify.is_contiguous()
-            ? verify
-            : verify.ne(0).contiguous();
-  }
-  at::Tensor out = at::empty({1 + 2 * T}, p.options());
-  check(kern::launch_greedy_accept(int(T), p.data_ptr<int32_t>(), t.data_ptr<int32_t>(),
-                                   v.defined() ? static_cast<const uint8_t*>(v.data_ptr()) : nullptr,
-                                   am.data_ptr<int32_t>(), out.data_ptr<int32_t>(), stream_of(p)),
-        what);
-  return out;
-}
-
-AcceptResult accept_result_to_host(const at::Tensor& accept_out) {
-  const at::Tensor h = accept_out.to(at::kCPU).to(at::kInt).contiguous();
-  const int32_t* d = h.data_ptr<int32_t>();
-  const int64_t n = h.numel();
-  LA_CHECK(n >= 3 && d[0] >= 1 && 1 + 2 * int64_t(d[0]) <= n, "la::cuda::accept_result_to_host: malformed buffer");
-  const int P = d[0];
-  AcceptResult r;
-  r.path.assign(d + 1, d + 1 + P);
-  r.tokens.assign(d + 1 + P, d + 1 + 2 * P);
-  return r;
 }
 
 }  // namespace la::cuda

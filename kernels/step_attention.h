@@ -1,0 +1,65 @@
+// Launcher of the step (tree) attention kernel (step_attention.cu, step_attention.cuh); conventions in
+// kernel_types.h.
+#pragma once
+#include "kernel_types.h"
+#include "step_attention_plan.h"  // split_keys: kAttnSplitKeys, attn_split_keys
+
+namespace la::kern {
+
+// Step (tree) attention.
+//
+// out[t, h, :] = softmax(scale * q[t, h, :] . K^T + mask) V over the keys [cache rows 0..cache_len) ++ [step
+// rows 0..T) (step row j visible iff j is an ancestor-or-self of t). GQA: query head h uses KV head h / (Hq/Hkv).
+// All head rows must have unit stride over D; the other strides are free (a fused [L, 2, Hkv, D] cache works)
+// but every row start must be 16-byte aligned (strides multiple of 8 elements for 16-bit, 4 for fp32). D is any
+// multiple of 8 (fp16/bf16) or 4 (fp32) up to 128; it is padded to the next of 16/64/80/128 inside the kernel.
+//
+// Design: one CTA (4 warps) owns a tile of BM query rows (rows = (token, head-in-group) pairs, so all heads of a
+// GQA group share each K/V tile; BM = 16 when T*G <= 16, else 64) of one KV head and a contiguous range of
+// 64-key tiles (32 for fp32). K and V tiles are copied with cp.async (K of tile i+1 streams in during the
+// softmax and PV of tile i, V of tile i during QK^T and softmax). QK^T and PV use tensor cores (WMMA
+// m16n16k16, fp32 accumulators) for fp16/bf16 and plain fp32 FMAs for fp32 input. Scores, probabilities and the
+// output accumulator live in shared memory; online softmax (running max / sum per row, exp2 domain).
+// Flash-decoding split: the key range is cut into parts of split_keys key positions (grid.z), at fixed absolute
+// positions so that a row's keys are grouped the same way at any T and cache length (batch invariance); each part
+// writes its normalised partial output and log-sum-exp to the fp32 workspace and a combine kernel merges them in
+// split order. With one split the kernel writes `out` directly and needs no workspace.
+struct StepAttentionArgs {
+  DType dtype = DType::F16;
+  int T = 0, Hq = 0, Hkv = 0, D = 0;
+  const void* q = nullptr;  // [T, Hq, D]
+  int64_t q_stride_t = 0, q_stride_h = 0;
+  const void* k_cache = nullptr;  // [>= cache_len, Hkv, D]
+  int64_t kc_stride_t = 0, kc_stride_h = 0;
+  const void* v_cache = nullptr;
+  int64_t vc_stride_t = 0, vc_stride_h = 0;
+  int cache_len = 0;
+  // If set, the kernel reads the cache length from this device int instead (so a captured graph can be replayed
+  // at growing lengths). Then max_cache_len must bound it (the kernel clamps to it): the split count is chosen
+  // from it at launch time, and the cache must hold that many rows.
+  const int32_t* cache_len_dev = nullptr;
+  int max_cache_len = 0;
+  const void* k_new = nullptr;  // [T, Hkv, D]
+  int64_t kn_stride_t = 0, kn_stride_h = 0;
+  const void* v_new = nullptr;
+  int64_t vn_stride_t = 0, vn_stride_h = 0;
+  const uint32_t* anc_bits = nullptr;  // [T, ancestor_words(T)]
+  void* out = nullptr;                 // [T, Hq, D], same dtype as q
+  int64_t o_stride_t = 0, o_stride_h = 0;
+  float scale = 1.f;
+  void* workspace = nullptr;  // fp32 partials, at least step_attention_workspace_bytes(T, Hq, D, splits)
+  size_t workspace_bytes = 0;
+  // Key positions per flash-decoding split, a positive multiple of 64; 0: kAttnSplitKeys (512). Splits sit at
+  // fixed absolute key positions (batch invariance, step_attention_plan.h): keep it constant for a model (e.g.
+  // attn_split_keys(capacity)); the launch fails if the workspace cannot hold step_attention_splits(...) splits.
+  int split_keys = 0;
+};
+
+
+// Workspace for `splits` splits (16-byte multiple).
+size_t step_attention_workspace_bytes(int T, int Hq, int D, int splits = 64);
+// The split count launch_step_attention will use for these arguments (1 means no workspace needed).
+int step_attention_splits(const StepAttentionArgs& a);
+cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t stream);
+
+}  // namespace la::kern
