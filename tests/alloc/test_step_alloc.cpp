@@ -1,4 +1,4 @@
-// No allocation per step: generation through the real Generator (StepLoop, LocalExecutor) over an oracle model
+// No allocation per step (and, last test, none in the CPU forward's steps on any thread): generation through the real Generator (StepLoop, LocalExecutor) over an oracle model
 // (oracle_model.h), with the global operator new replaced by one that counts while a step runs. After warm-up
 // (buffers at their largest, the pool or trie holding every n-gram or branch of the oracle's cycle) a step must
 // not allocate: a per-step copy of the sequence, a fresh result vector or an allocating pool lookup fails this.
@@ -6,12 +6,18 @@
 // binary, because it replaces operator new; not built under the sanitizers, which replace it themselves.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cmath>
 #include <cstdio>
+#include <memory>
+#include <random>
 #include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "lookahead/cpu/cpu_forward.h"
+#include "lookahead/cpu/thread_pool.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
@@ -20,8 +26,11 @@
 namespace {
 thread_local bool g_counting = false;
 thread_local long g_allocs = 0;
+std::atomic<bool> g_counting_all{false};  // every thread (the CPU forward's pool workers too)
+std::atomic<long> g_allocs_all{0};
 
 void* counted_alloc(std::size_t n) {
+  if (g_counting_all.load(std::memory_order_relaxed)) g_allocs_all.fetch_add(1, std::memory_order_relaxed);
   if (g_counting) {
     ++g_allocs;
     if (std::getenv("LA_ALLOC_TRAP")) std::abort();  // for a debugger's backtrace of the allocation
@@ -35,10 +44,12 @@ void* operator new(std::size_t n) { return counted_alloc(n); }
 void* operator new[](std::size_t n) { return counted_alloc(n); }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   if (g_counting) ++g_allocs;
+  if (g_counting_all.load(std::memory_order_relaxed)) g_allocs_all.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(n ? n : 1);
 }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
   if (g_counting) ++g_allocs;
+  if (g_counting_all.load(std::memory_order_relaxed)) g_allocs_all.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(n ? n : 1);
 }
 void operator delete(void* p) noexcept { std::free(p); }
@@ -105,7 +116,9 @@ void expect_no_allocation(const la::StrategyOptions& o, bool adaptive = false) {
   EXPECT_GT(c.steps, 10) << name;
   EXPECT_GT(c.tokens, c.steps) << name << ": the strategy must draft for this test to mean anything";
   EXPECT_EQ(c.allocs, 0) << name << ": " << c.allocs << " allocations in " << c.steps << " steps";
-  if (adaptive) EXPECT_GT(c.controller_steps, 10) << name << ": the controller must have chosen the budgets";
+  if (adaptive) {
+    EXPECT_GT(c.controller_steps, 10) << name << ": the controller must have chosen the budgets";
+  }
   std::printf("%s: %ld allocations in %d steps (%d tokens)\n", name.c_str(), c.allocs, c.steps, c.tokens);
 }
 
@@ -143,5 +156,98 @@ TEST(StepAllocations, AdaptiveStepsAllocateNothing) {
     la::StrategyOptions o;
     o.name = name;
     expect_no_allocation(o, /*adaptive=*/true);
+  }
+}
+
+// The CPU forward (src/cpu) on random weights with 2 pool threads: once its buffers have grown to the largest step,
+// steps of every size (chains and trees, fp32 and bf16), argmax and commits allocate nothing on any thread.
+TEST(StepAllocations, CpuForwardStepsAllocateNothing) {
+  for (la::WType type : {la::WType::F32, la::WType::BF16}) {
+    la::ModelConfig cfg;
+    cfg.hidden = 64;
+    cfg.intermediate = 96;
+    cfg.layers = 2;
+    cfg.heads = 4;
+    cfg.kv_heads = 2;
+    cfg.head_dim = 16;
+    cfg.vocab = 101;
+    cfg.max_positions = 512;
+    const int es = la::wtype_size(type), H = cfg.hidden, D = cfg.head_dim;
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> u(-0.2f, 0.2f);
+    std::vector<std::vector<uint8_t>> store;
+    auto tensor = [&](long n, float base) {
+      store.emplace_back(size_t(n) * es);
+      for (long i = 0; i < n; ++i) la::store_from_f32(store.back().data(), type, i, base + u(rng));
+      return static_cast<const void*>(store.back().data());
+    };
+    auto packed = [&](int N, int K) { return la::pack_weight(la::WeightView{tensor(long(N) * K, 0.f), type, N, K}); };
+    la::CpuModelView v;
+    v.type = type;
+    v.embed = tensor(long(cfg.vocab) * H, 0.f);
+    v.norm = tensor(H, 1.f);
+    v.lm_head = packed(cfg.vocab, H);
+    const int Q = cfg.heads * D, KV = cfg.kv_heads * D;
+    for (int l = 0; l < cfg.layers; ++l) {
+      la::CpuLayerView L;
+      L.wqkv = packed(Q + 2 * KV, H);
+      L.wo = packed(H, Q);
+      L.wgu = packed(2 * cfg.intermediate, H);
+      L.wd = packed(H, cfg.intermediate);
+      L.ln1 = tensor(H, 1.f);
+      L.ln2 = tensor(H, 1.f);
+      v.layers.push_back(L);
+    }
+    std::vector<float> cosv(size_t(cfg.max_positions) * D), sinv(cosv.size());
+    for (int p = 0; p < cfg.max_positions; ++p)
+      for (int d = 0; d < D; ++d) {
+        const double a = p * std::pow(10000.0, -double(2 * (d % (D / 2))) / D);
+        cosv[size_t(p) * D + d] = float(std::cos(a));
+        sinv[size_t(p) * D + d] = float(std::sin(a));
+      }
+    v.rope_cos = cosv.data();
+    v.rope_sin = sinv.data();
+    const int cap = 400;
+    std::vector<std::vector<uint8_t>> kc(cfg.layers, std::vector<uint8_t>(size_t(cap) * KV * es)), vc = kc;
+    std::vector<void*> kp, vp;
+    for (int l = 0; l < cfg.layers; ++l) {
+      kp.push_back(kc[l].data());
+      vp.push_back(vc[l].data());
+    }
+    la::CpuForward f(cfg, v, std::make_shared<la::ThreadPool>(2));
+    f.set_cache(kp, vp, cap);
+    // Steps: a chain of 40 (the largest), then trees and single tokens; inputs and outputs made before counting.
+    auto step = [&](int T, bool tree, int L) {
+      la::StepInput in;
+      for (int i = 0; i < T; ++i) {
+        in.tokens.push_back(int32_t(rng() % cfg.vocab));
+        const int parent = i == 0 ? -1 : tree ? int(rng() % i) : i - 1;
+        in.parents.push_back(parent);
+        in.positions.push_back(parent < 0 ? L : in.positions[parent] + 1);
+      }
+      return in;
+    };
+    std::vector<la::StepInput> steps;
+    for (int T : {40, 1, 7, 32, 3, 1, 16}) steps.push_back(step(T, T % 2 == 1, 0));
+    std::vector<int32_t> ids(64), commit{0, 2};
+    int L = 0;
+    f.run(steps[0], L);  // warm-up: buffers grow to 40 rows and the longest key list
+    L += 40;
+    g_allocs_all = 0;
+    g_counting_all = true;
+    for (size_t i = 1; i < steps.size(); ++i) {
+      for (auto& p : steps[i].positions) p += L;
+      const int T = int(steps[i].tokens.size());
+      f.run(steps[i], L);
+      f.argmax(T, ids.data());
+      if (T >= 3) {
+        f.commit_rows(commit, L);
+        L += 2;
+      } else {
+        L += 1;
+      }
+    }
+    g_counting_all = false;
+    EXPECT_EQ(g_allocs_all.load(), 0) << (type == la::WType::F32 ? "fp32" : "bf16");
   }
 }
