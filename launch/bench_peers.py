@@ -5,7 +5,8 @@ weights, prompts and thread count, in one run, rounds interleaved.
 
 Per prompt set and dtype it runs, in every round and in a rotated order:
   plain      llama-completion (greedy, --temp 0)           vs  lookahead --strategy ar
-  lookup     llama-lookup (its default; --spec-draft-n-max 10) vs  --strategy prompt-lookup (--adaptive off; default)
+  lookup     llama-lookup (its default; --spec-draft-n-max 10) vs  --strategy prompt-lookup (--adaptive off; default),
+             and our other lookup drafters with their defaults: --strategy trie, --strategy suffix
   lookahead  llama-lookahead (W15 N5 G15, built in)         vs  --strategy lade (--adaptive off; default; W15 N5 G15)
 and before each round a streaming read (stream_read, same threads) and llama-bench tg. Prompts are rendered once
 with transformers (the chat template for the chat sets) and tokenized there: our engine gets those ids
@@ -147,6 +148,8 @@ OUR_CONFIGS = {
     "ours prompt-lookup": ("prompt-lookup", []),
     "ours lade fixed": ("lade", ["--adaptive", "off"]),
     "ours lade": ("lade", []),
+    "ours trie": ("trie", []),
+    "ours suffix": ("suffix", []),
 }
 
 
@@ -226,6 +229,7 @@ def main():
     configs = [("plain", "llama-completion"), ("plain", "ours ar"),
                ("lookup", "llama-lookup"), ("lookup", "llama-lookup n10"),
                ("lookup", "ours prompt-lookup fixed"), ("lookup", "ours prompt-lookup"),
+               ("lookup", "ours trie"), ("lookup", "ours suffix"),
                ("lookahead", "llama-lookahead"), ("lookahead", "ours lade fixed"), ("lookahead", "ours lade")]
     res = {}   # (dtype, set, label) -> {"tps": [...], "S": [...], "texts": last texts}
     bw, lbench = [], {d: [] for d in DTYPES}
