@@ -2,9 +2,9 @@
 # Our engine against llama.cpp on the same weights, prompts and threads, in one run (a benchmark, not a test):
 # plain decoding (llama-completion vs --strategy ar), llama-lookup (default and --spec-draft-n-max 10) vs
 # --strategy prompt-lookup (--adaptive off and default) and the trie and suffix defaults, llama-lookahead vs
-# --strategy lade (--adaptive off and default), on HumanEval, MBPP (raw), GSM8K and MT-Bench (chat) prompts, F32 and BF16 weights; tokens/s (decode
-# only), tokens per forward, ours / llama.cpp, same text or not; and the memory floor from a streaming read measured
-# in the same run. Rounds are interleaved; min/median/max reported. Body: launch/bench_peers.py.
+# --strategy lade (--adaptive off and default), on HumanEval, MBPP (raw), GSM8K and MT-Bench (chat) prompts, F32
+# and BF16 weights; tokens/s (decode only), tokens per forward, ours / llama.cpp, same text or not; and the memory
+# floor from a streaming read measured in the same run. Rounds are interleaved; min/median/max reported. Body: launch/bench_peers.py.
 #   launch/bench-peers.sh                             # THREADS=2, N=2 prompts per set, ROUNDS=3, 128 new tokens
 #   N=5 ROUNDS=5 CHART=/tmp/peers.png launch/bench-peers.sh
 #   LOOKAHEAD_BIN=/work/main/build/lookahead SETS=humaneval,gsm8k DTYPES=f32 launch/bench-peers.sh
