@@ -44,10 +44,12 @@
 //     replace(planned, corrected); if equal (the extension was accepted in full), insert(planned) to refresh it.
 //   Phrases of one token carry no draft and are never inserted.
 // The pool (max(16, 2K) phrases per key) persists across requests; with `pool_state` it is loaded at construction
-// when the file exists (a corrupt file throws the pool's la::Error) and saved atomically by shutdown().
+// when the file exists (a corrupt file throws the pool's la::Error) and saved atomically by checkpoint() when a
+// step updated it since the last save.
 #include <algorithm>
 
 #include "lookahead/decode/executor.h"
+#include "lookahead/decode/state_checkpoint.h"
 #include "lookahead/decode/step_loop.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/draft/phrase_pool.h"
@@ -62,7 +64,7 @@ class OuroborosStrategy final : public Strategy {
  public:
   OuroborosStrategy(const StrategyOptions& o, StepModel& draft)
       : draft_(draft), dexec_(draft), gamma_(o.ouroboros.gamma), K_(o.ouroboros.extensions),
-        pool_state_(o.ouroboros.pool_state), pool_(std::max(16, 2 * o.ouroboros.extensions)) {
+        state_(o.ouroboros.pool_state), pool_(std::max(16, 2 * o.ouroboros.extensions)) {
     StrategyOptions lo;
     lo.name = "lade";
     lo.seed = o.seed;
@@ -70,7 +72,7 @@ class OuroborosStrategy final : public Strategy {
     lo.lade.pool_from_prompt = false;
     lade_ = make_lade_strategy(lo);
     dloop_ = std::make_unique<StepLoop>(dexec_, *lade_, draft_.config());
-    if (!pool_state_.empty() && file_exists(pool_state_)) pool_.load(pool_state_);
+    if (state_.enabled() && file_exists(state_.path())) pool_.load(state_.path());
   }
 
   std::string name() const override { return "ouroboros"; }
@@ -141,6 +143,7 @@ class OuroborosStrategy final : public Strategy {
   void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>& results,
               const Verdict& v) override {
     const int accepted = static_cast<int>(v.path.size()) - 1;
+    state_.changed();  // every step inserts or refreshes pool phrases
     const int m = std::min(accepted, chain_len_);  // the chain hangs off the root, extensions off its end
     accepted_ += m;
     ext_accepted_ += accepted - m;
@@ -164,21 +167,24 @@ class OuroborosStrategy final : public Strategy {
     chain_len_ = 0;
   }
 
-  void shutdown() override {
-    if (!pool_state_.empty()) pool_.save(pool_state_);
+  void checkpoint() override {
+    state_.write_if_changed([this](const std::string& path) { pool_.save(path); });
   }
 
   std::map<std::string, double> counters() const override {
-    return {{"draft_forwards", double(draft_forwards_)},
-            {"draft_tokens", double(draft_tokens_)},
-            {"draft_tokens_per_forward", draft_forwards_ ? double(draft_tokens_) / draft_forwards_ : 0.0},
-            {"draft_proposed", double(proposed_)},
-            {"draft_accepted", double(accepted_)},
-            {"draft_acceptance", proposed_ ? double(accepted_) / proposed_ : 0.0},
-            {"extension_tokens", double(ext_planned_)},
-            {"extension_accepted", double(ext_accepted_)},
-            {"pool_phrases", double(pool_.size())},
-            {"pool_keys", double(pool_.keys())}};
+    std::map<std::string, double> c = {
+        {"draft_forwards", double(draft_forwards_)},
+        {"draft_tokens", double(draft_tokens_)},
+        {"draft_tokens_per_forward", draft_forwards_ ? double(draft_tokens_) / draft_forwards_ : 0.0},
+        {"draft_proposed", double(proposed_)},
+        {"draft_accepted", double(accepted_)},
+        {"draft_acceptance", proposed_ ? double(accepted_) / proposed_ : 0.0},
+        {"extension_tokens", double(ext_planned_)},
+        {"extension_accepted", double(ext_accepted_)},
+        {"pool_phrases", double(pool_.size())},
+        {"pool_keys", double(pool_.keys())}};
+    state_.add_counters(c, "pool");
+    return c;
   }
 
  private:
@@ -221,7 +227,7 @@ class OuroborosStrategy final : public Strategy {
   std::unique_ptr<Strategy> lade_;
   std::unique_ptr<StepLoop> dloop_;  // the draft model's steps; its seq() is the draft sequence
   int gamma_, K_;
-  std::string pool_state_;
+  StateCheckpoint state_;
   PhrasePool pool_;
   bool draft_on_ = false;
   std::vector<int32_t> chain_;  // the draft chain of the current target step

@@ -26,8 +26,10 @@ class Strategy {
                       const Verdict& verdict) = 0;
   // The request ended with `seq` (prompt + generated).
   virtual void end_request(const std::vector<int32_t>& seq) { (void)seq; }
-  // Process exit: persist state if configured.
-  virtual void shutdown() {}
+  // Persists the draft state if a state file is configured (--trie-state, --pool-state, --suffix-state) and it
+  // changed since the last write; atomic (state_checkpoint.h). The driver calls it after every finished request,
+  // on a stop signal and at the end: a killed job loses at most the request in flight.
+  virtual void checkpoint() {}
   // Strategy-specific counters for stats (e.g. pool size).
   virtual std::map<std::string, double> counters() const { return {}; }
 
