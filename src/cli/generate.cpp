@@ -25,8 +25,8 @@ namespace {
 // already holds (skip[i] = 1).
 std::vector<char> open_output(const GenerateOptions& o, const std::vector<PromptRecord>& prompts, bool root,
                               JsonlOutput& out) {
-  if (!o.output.empty() && root) out = JsonlOutput(o.output, o.batch.output_mode());
-  if (!out.is_open() || !o.batch.resume) return std::vector<char>(prompts.size(), 0);
+  if (!o.output.empty() && root) out = JsonlOutput(o.output, o.job.output_mode());
+  if (!out.is_open() || !o.job.resume) return std::vector<char>(prompts.size(), 0);
   std::vector<nlohmann::json> ids;
   std::vector<std::string> texts;
   for (const auto& p : prompts) ids.push_back(p.id), texts.push_back(p.text);

@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "batch.h"
+#include "job_options.h"
 #include "progress.h"
 #include "report.h"
 #include "signals.h"
@@ -44,12 +44,12 @@ LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strat
   const GenerateOptions& o = in.o;
   LoopResult res;
   for (char k : in.skip) res.already += k;
-  Progress progress(in.prompts.size(), res.already, o.batch.progress_interval, !o.quiet && o.from_file(), in.tag);
-  StopControl stop(o.batch.stop_grace);
+  Progress progress(in.prompts.size(), res.already, o.job.progress_interval, !o.quiet && o.from_file(), in.tag);
+  StopControl stop(o.job.stop_grace);
   GenParams gp = o.gen;
   gp.cancel = stop.cancel_flag();
   const bool stream = o.has_prompt && !o.quiet;
-  if (o.batch.rss_every > 0) std::cerr << memory_line(in.tag, 0, strategy.counters()) + "\n";
+  if (o.job.rss_every > 0) std::cerr << memory_line(in.tag, 0, strategy.counters()) + "\n";
   for (size_t i = 0; i < in.prompts.size(); ++i) {
     if (in.skip[i]) continue;
     if (stop_signal() != 0) {
@@ -70,7 +70,7 @@ LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strat
     // MPI's abort) loses at most the request in flight. Only a state that changed is written (state_checkpoint.h).
     strategy.checkpoint();
     progress.request_done(r.stats.new_tokens);
-    if (o.batch.rss_every > 0 && res.ran % o.batch.rss_every == 0)
+    if (o.job.rss_every > 0 && res.ran % o.job.rss_every == 0)
       std::cerr << memory_line(in.tag, res.ran, strategy.counters()) + "\n";
   }
   progress.finish();
