@@ -17,8 +17,10 @@ const char* const kJobHelp =
     "\nBatch jobs:\n"
     "  SIGINT or SIGTERM (Ctrl-C, scancel, Slurm's --signal, mpirun/srun forwarding it to the ranks; any rank)\n"
     "  stops the run cleanly: the request in flight finishes if it can within --stop-grace seconds, else it is\n"
-    "  dropped (never half-written); every finished record is in --output; --trie-state / --pool-state are saved;\n"
-    "  the ranks are released. A second signal exits at once. Continue with --resume.\n"
+    "  dropped (never half-written); every finished record is in --output; the ranks are released. A second\n"
+    "  signal exits at once. Continue with --resume.\n"
+    "  --trie-state / --pool-state / --suffix-state are saved (atomically) after every finished request, so even a\n"
+    "  job killed outright (SIGKILL, a lost node) keeps the state of every request in --output.\n"
     "Exit status: 0 done; 1 error; 2 usage error; 130 interrupted by SIGINT, 143 by SIGTERM (128 + signal;\n"
     "  under plain mpirun the job's status is mpirun's own, 1; launch/mpirun.sh and srun pass 130/143 on).\n";
 
