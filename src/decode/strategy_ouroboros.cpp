@@ -3,7 +3,7 @@
 //
 // Draft side. The draft model runs LADE (make_lade_strategy with window/ngram/guesses = draft_window/draft_ngram/
 // draft_guesses) through its own LocalExecutor with greedy sampling: plan -> run -> verify_plan -> commit, so one
-// draft forward can yield several tokens (its own StepLoop, the one every generation uses). The draft keeps its own
+// draft forward can yield several tokens (its own StepRunner, the one every generation uses). The draft keeps its own
 // sequence `dseq` (the loop's: the target's sequence plus the tokens it drafted ahead) and its LADE window
 // continues across rounds of a request.
 //
@@ -50,7 +50,7 @@
 
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/state_checkpoint.h"
-#include "lookahead/decode/step_loop.h"
+#include "lookahead/decode/step_runner.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/draft/phrase_pool.h"
 #include "lookahead/model/step_model.h"
@@ -71,7 +71,7 @@ class OuroborosStrategy final : public Strategy {
     lo.lade = o.ouroboros.lade;
     lo.lade.pool_from_prompt = false;
     lade_ = make_lade_strategy(lo);
-    dloop_ = std::make_unique<StepLoop>(dexec_, *lade_, draft_.config());
+    dloop_ = std::make_unique<StepRunner>(dexec_, *lade_, draft_.config());
     if (state_.enabled() && file_exists(state_.path())) pool_.load(state_.path());
   }
 
@@ -225,7 +225,7 @@ class OuroborosStrategy final : public Strategy {
   StepModel& draft_;
   LocalExecutor dexec_;
   std::unique_ptr<Strategy> lade_;
-  std::unique_ptr<StepLoop> dloop_;  // the draft model's steps; its seq() is the draft sequence
+  std::unique_ptr<StepRunner> dloop_;  // the draft model's steps; its seq() is the draft sequence
   int gamma_, K_;
   StateCheckpoint state_;
   PhrasePool pool_;

@@ -1,6 +1,6 @@
 // Tests of the trie and prompt-lookup strategies: plan validity and bounds, and lossless decoding against a fake
 // deterministic model (next token = table[previous token][token]) across many requests in one strategy object,
-// through the real step loop (StepLoop, LocalExecutor) over an oracle model.
+// through the real step runner (StepRunner, LocalExecutor) over an oracle model.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "lookahead/decode/executor.h"
-#include "lookahead/decode/step_loop.h"
+#include "lookahead/decode/step_runner.h"
 #include "lookahead/decode/step_plan.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/util/error.h"
@@ -46,7 +46,7 @@ struct LoopStats {
   long steps = 0, tokens = 0, max_draft = 0;
 };
 
-// One request decoded through the strategy by the real step loop (LocalExecutor over an oracle model that
+// One request decoded through the strategy by the real step runner (LocalExecutor over an oracle model that
 // answers with the fake model's table along each node's ancestor chain); every plan is checked. The context is
 // prompt + max_new - 1 positions, so plans never reach past the request's last token.
 V decode(la::Strategy& s, const FakeModel& m, const V& prompt, int max_new, int decoding_length, LoopStats& st) {
@@ -54,7 +54,7 @@ V decode(la::Strategy& s, const FakeModel& m, const V& prompt, int max_new, int 
     return m.next(c.size() >= 2 ? c[c.size() - 2] : 0, c.back());
   });
   la::LocalExecutor ex(om);
-  la::StepLoop loop(ex, s, om.config());
+  la::StepRunner loop(ex, s, om.config());
   loop.begin(prompt, la::SampleParams{}, la::StepLimits{om.config().max_positions, max_new, false});
   while (!loop.done()) {
     const int gen = loop.generated();
