@@ -25,7 +25,7 @@
 // verify=1, cut at max_depth. Phrases holding tokens outside the vocabulary are skipped.
 //
 // The target's plan for gamma = 4 and K = 2 extensions, pool phrases [d4 p q] and [d4 s t] keyed by the
-// chain's last token; every node is a verify node, numbered by plan index (depth = distance from r0):
+// chain's last token; every node is a draft node, numbered by plan index (depth = distance from r0):
 //
 //   r0 - d1 - d2 - d3 - d4 - p5 - q6       the draft chain, then the first extension off its end
 //                         |

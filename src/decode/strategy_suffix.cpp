@@ -17,7 +17,7 @@
 //   r0(b) ─ c1 (1.0) ─ d2 (0.75) ─ e3 (0.75)
 //                    └ x4 (0.25)
 //
-// Every node is a verify node; the verifier accepts the longest path the model agrees with. The partitioner
+// Every node is a draft node; the verifier accepts the longest path the model agrees with. The partitioner
 // (parallel/partition.cpp) splits it like the trie's plan: each part holds whole root-to-node paths, e.g. K = 2:
 // part 0 = r0 c1 d2 e3, part 1 = r0 c1 x4.
 //

@@ -4,7 +4,7 @@
 //   inserted as a prompt branch of that request.
 // * plan(seq): the trie drafts up to decoding_length continuations of seq.back() (multi-stage query on seq's
 //   last tokens), as a prefix-merged tree (hierarchical) or disjoint chains (parallel), never deeper than
-//   max_depth; every draft node is a verify node.
+//   max_depth; every node is a draft node.
 // * update(): each generated-output window seq[s, s+branch_length) is inserted as a generated branch as soon as
 //   it is complete (s runs from the first window holding an output token); end_request() inserts the
 //   remaining shorter tail windows and then eliminates the request's prompt frequency.

@@ -355,7 +355,7 @@ TEST(DraftSuffixStrategy, LosslessAcrossRequestsAndConfigs) {
   }
 }
 
-// The budget contract (strategy.h): a plan at budget b is the first b verify nodes of the plan at any larger
+// The budget contract (strategy.h): a plan at budget b is the first b draft nodes of the plan at any larger
 // budget from the same state.
 TEST(DraftSuffixStrategy, SmallerBudgetKeepsAPrefix) {
   const FakeModel m(11, 4);

@@ -60,8 +60,8 @@ TEST(VerifyPlan, TiesGoToTheFirstChildInPlanOrder) {
 }
 
 TEST(VerifyPlan, LookaheadNodesAreNeverAccepted) {
-  // A lookahead node (LADE's window) with the model's token is skipped; the verify node after it is reached
-  // only through verify nodes.
+  // A lookahead node (LADE's window) with the model's token is skipped; the draft node after it is reached
+  // only through draft nodes.
   const auto p = tree(9, {{10, 0, false}, {10, 0, true}, {11, 2, true}});
   const auto v = la::verify_plan(p, V{10, 11, 11, 6});
   EXPECT_EQ(v.path, (V{0, 2, 3}));

@@ -25,8 +25,8 @@ struct RequestStats {
   int prompt_tokens = 0;
   int new_tokens = 0;
   int steps = 0;                 // forward passes after the prefill
-  int64_t draft_tokens = 0;      // verify nodes planned (root excluded), summed over steps
-  int64_t lookahead_tokens = 0;  // non-verify nodes planned, summed over steps
+  int64_t draft_tokens = 0;      // draft nodes planned (root excluded), summed over steps
+  int64_t lookahead_tokens = 0;  // non-draft nodes planned, summed over steps
   int64_t step_tokens = 0;       // plan nodes (root included), summed over steps
   std::vector<int64_t> accept_hist;  // accept_hist[k]: steps that produced k new tokens
   double seconds = 0, prefill_s = 0, draft_s = 0, forward_s = 0, verify_s = 0, commit_s = 0;

@@ -34,8 +34,8 @@ class Strategy {
   virtual std::map<std::string, double> counters() const { return {}; }
 
   // ---- Adaptive drafting (draft_controller.h) ----
-  // The draft budget is the most verify (draft) nodes, root excluded, the next plan() may hold. Contract: a plan
-  // at budget b keeps the first b verify nodes (in index order) of the plan the strategy would make at any larger
+  // The draft budget is the most draft nodes, root excluded, the next plan() may hold. Contract: a plan
+  // at budget b keeps the first b draft nodes (in index order) of the plan the strategy would make at any larger
   // budget from the same state, so one verified step tells what every smaller budget would have accepted.
   // Budget < 0 (the default, --adaptive off): the fixed parameters. The budget never changes what is accepted,
   // only what is proposed: outputs stay those of plain decoding.
@@ -60,7 +60,7 @@ class Strategy {
   static std::vector<int> geometric_ladder(int max_budget, int unit = 1);
 
  protected:
-  // The budget for a strategy whose fixed parameters allow `fixed` verify nodes.
+  // The budget for a strategy whose fixed parameters allow `fixed` draft nodes.
   int budget_or(int fixed) const { return budget_ < 0 ? fixed : (budget_ < fixed ? budget_ : fixed); }
 
  private:
