@@ -105,7 +105,9 @@ void expect_no_allocation(const la::StrategyOptions& o, bool adaptive = false) {
   EXPECT_GT(c.steps, 10) << name;
   EXPECT_GT(c.tokens, c.steps) << name << ": the strategy must draft for this test to mean anything";
   EXPECT_EQ(c.allocs, 0) << name << ": " << c.allocs << " allocations in " << c.steps << " steps";
-  if (adaptive) EXPECT_GT(c.controller_steps, 10) << name << ": the controller must have chosen the budgets";
+  if (adaptive) {
+    EXPECT_GT(c.controller_steps, 10) << name << ": the controller must have chosen the budgets";
+  }
   std::printf("%s: %ld allocations in %d steps (%d tokens)\n", name.c_str(), c.allocs, c.steps, c.tokens);
 }
 
