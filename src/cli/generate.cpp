@@ -25,8 +25,8 @@ namespace {
 // already holds (skip[i] = 1).
 std::vector<char> open_output(const GenerateOptions& o, const std::vector<PromptRecord>& prompts, bool root,
                               JsonlOutput& out) {
-  if (!o.output.empty() && root) out = JsonlOutput(o.output, o.batch.output_mode());
-  if (!out.is_open() || !o.batch.resume) return std::vector<char>(prompts.size(), 0);
+  if (!o.output.empty() && root) out = JsonlOutput(o.output, o.job.output_mode());
+  if (!out.is_open() || !o.job.resume) return std::vector<char>(prompts.size(), 0);
   std::vector<nlohmann::json> ids;
   std::vector<std::string> texts;
   for (const auto& p : prompts) ids.push_back(p.id), texts.push_back(p.text);
@@ -67,23 +67,24 @@ int cmd_generate(int argc, char** argv) {
   Generator gen(exec.get(), *strategy, m.model->config());
   const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};
-  comm_set_stop_hook(&stop_signal, [&strategy] { strategy->shutdown(); });  // a lost host: see comm.h
+  comm_set_stop_hook(&stop_signal, [&strategy] { strategy->checkpoint(); });  // a lost host: see comm.h
   LoopResult loop;
   try {
     loop = run_requests(in, gen, *strategy, out);
     comm_set_stop_hook(nullptr, nullptr);
   } catch (...) {
     comm_set_stop_hook(nullptr, nullptr);
-    // A failing rank, a cut link, a dead host: keep the warm trie / phrase pool (--trie-state, --pool-state)
-    // for the --resume run, as a clean stop does; the error itself goes on to the guard, which ends the job.
+    // A failing rank, a cut link, a dead host: keep the warm state (--trie-state, --pool-state, --suffix-state)
+    // for the --resume run, as a clean stop does (run_requests saved it after every finished request already;
+    // this adds what the request in flight learnt); the error itself goes on to the guard, which ends the job.
     try {
-      strategy->shutdown();
+      strategy->checkpoint();
     } catch (...) {  // a state file that cannot be written must not hide the error that ended the run
     }
     throw;
   }
   // State first, then release the workers: a launcher may end the job as soon as they exit.
-  strategy->shutdown();
+  strategy->checkpoint();
   exec.shutdown();
   const RunReport report{o, loop, *strategy, *ranks.comm, exec, adaptive, prompts.size(), ranks.tag};
   write_stats_file(report);

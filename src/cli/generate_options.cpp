@@ -147,7 +147,7 @@ void add_generate_options(po::options_description& d, GenerateOptions& o) {
   add_run_options(d, o);
   add_device_options(d, o.load, o.graphs);
   add_strategy_options(d, o.strategy);
-  add_batch_options(d, o.batch);
+  add_job_options(d, o.job);
 }
 
 bool parse_generate_options(int argc, char** argv, GenerateOptions& o) {
@@ -158,7 +158,7 @@ bool parse_generate_options(int argc, char** argv, GenerateOptions& o) {
   if (vm.count("help")) {
     std::cout << d << strategies_help() << "\nExamples:\n  lookahead generate --model ../shared/models/stories260K --prompt 'Once upon a time'"
                       " --strategy lade\n  lookahead generate --model DIR --input prompts.jsonl --output out.jsonl"
-                      " --strategy trie --decoding-length 64\n" << kBatchHelp;
+                      " --strategy trie --decoding-length 64\n" << kJobHelp;
     return false;
   }
   if (vm.count("config")) {
@@ -187,7 +187,7 @@ void check_generate_options(GenerateOptions& o) {
   check_load(o.load);
   apply_device_options(o.load, o.graphs);
   o.strategy.validate();
-  o.batch.validate();
+  o.job.validate();
   check_ranks(o);
 }
 

@@ -1,12 +1,12 @@
 // `lookahead generate`'s flags, bound to one options struct (Boost.Program_options), and the checks that need
 // nothing loaded. Each strategy checks its own flags (StrategyOptions::validate -> validate_*_options next to the
-// strategy in src/decode/); batch flags are checked by BatchOptions (batch.h).
+// strategy in src/decode/); long-job flags are checked by JobOptions (job_options.h).
 #pragma once
 #include <boost/program_options.hpp>
 #include <cstdint>
 #include <string>
 
-#include "batch.h"
+#include "job_options.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/model/llama.h"
@@ -17,7 +17,7 @@ struct GenerateOptions {
   LoadOptions load;          // --model --dtype --device --threads --kernels (--cuda-graphs via `graphs`)
   StrategyOptions strategy;  // --strategy and its parameters, --adaptive
   GenParams gen;             // --max-new-tokens, sampling (the seed arrives through `seed`)
-  BatchOptions batch;        // --resume --overwrite --progress-interval --stop-grace --rss-every
+  JobOptions job;            // --resume --overwrite --progress-interval --stop-grace --rss-every
   std::string prompt;        // --prompt (has_prompt: it was given, even empty)
   bool has_prompt = false;
   std::string input, output, stats_path, config_file, tokenizer_dir;

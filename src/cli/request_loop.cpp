@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "batch.h"
+#include "job_options.h"
 #include "progress.h"
 #include "report.h"
 #include "signals.h"
@@ -17,7 +17,7 @@ GenResult generate_one(const RequestInputs& in, const PromptRecord& p, bool stre
   if (stream) std::cout << p.text << (in.o.chat ? "\n" : "") << std::flush;  // a chat: the user's text, own line
   auto on_tokens = [&](const std::vector<int32_t>& ids) {
     if (stream) std::cout << ts.push(ids) << std::flush;
-    if (stop.on_step(static_cast<int>(ids.size()))) strategy.shutdown();  // save state now, again at the end
+    if (stop.on_step(static_cast<int>(ids.size()))) strategy.checkpoint();  // save state now, again at the end
     progress.step(static_cast<int>(ids.size()));
   };
   GenResult r = gen.generate(p.ids, gp, on_tokens);
@@ -44,12 +44,12 @@ LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strat
   const GenerateOptions& o = in.o;
   LoopResult res;
   for (char k : in.skip) res.already += k;
-  Progress progress(in.prompts.size(), res.already, o.batch.progress_interval, !o.quiet && o.from_file(), in.tag);
-  StopControl stop(o.batch.stop_grace);
+  Progress progress(in.prompts.size(), res.already, o.job.progress_interval, !o.quiet && o.from_file(), in.tag);
+  StopControl stop(o.job.stop_grace);
   GenParams gp = o.gen;
   gp.cancel = stop.cancel_flag();
   const bool stream = o.has_prompt && !o.quiet;
-  if (o.batch.rss_every > 0) std::cerr << memory_line(in.tag, 0, strategy.counters()) + "\n";
+  if (o.job.rss_every > 0) std::cerr << memory_line(in.tag, 0, strategy.counters()) + "\n";
   for (size_t i = 0; i < in.prompts.size(); ++i) {
     if (in.skip[i]) continue;
     if (stop_signal() != 0) {
@@ -66,8 +66,11 @@ LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strat
       break;
     }
     record_result(in, p, r, strategy, out, res);
+    // The record is in --output, now the state that includes it: a job killed later (SIGKILL, a lost host, Open
+    // MPI's abort) loses at most the request in flight. Only a state that changed is written (state_checkpoint.h).
+    strategy.checkpoint();
     progress.request_done(r.stats.new_tokens);
-    if (o.batch.rss_every > 0 && res.ran % o.batch.rss_every == 0)
+    if (o.job.rss_every > 0 && res.ran % o.job.rss_every == 0)
       std::cerr << memory_line(in.tag, res.ran, strategy.counters()) + "\n";
   }
   progress.finish();

@@ -1,5 +1,6 @@
 // Rank 0's request loop: every prompt through the generator in turn (those --resume found done are skipped),
-// streaming a --prompt's text, one --output record per prompt as it finishes, progress lines, memory lines, and
+// streaming a --prompt's text, one --output record per prompt as it finishes followed by a checkpoint of the
+// strategy's state (--trie-state, --pool-state, --suffix-state), progress lines, memory lines, and
 // the clean stop on SIGINT/SIGTERM (the request in flight is finished within --stop-grace or dropped, never
 // written half).
 #pragma once

@@ -50,7 +50,7 @@ double AcceptanceModel::expected_nodes(int level) const {
 }
 
 void accepted_by_budget(const std::vector<int>& ladder, int planned, const std::vector<int>& ranks_of_path,
-                        int total_verify, std::vector<int>& accepted, std::vector<int>& nodes) {
+                        int total_draft, std::vector<int>& accepted, std::vector<int>& nodes) {
   accepted.assign(planned + 1, 0);
   nodes.assign(planned + 1, 0);
   for (int l = 0; l <= planned; ++l) {
@@ -58,7 +58,7 @@ void accepted_by_budget(const std::vector<int>& ladder, int planned, const std::
     int k = 0;
     while (k < static_cast<int>(ranks_of_path.size()) && ranks_of_path[k] <= b) ++k;
     accepted[l] = k;
-    nodes[l] = std::min(b, total_verify);
+    nodes[l] = std::min(b, total_draft);
   }
 }
 

@@ -140,11 +140,11 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   rank_.assign(n, 0);
   int r = 0;
   for (int i = 1; i < n; ++i)
-    if (plan.verify[i]) rank_[i] = ++r;
+    if (plan.draft[i]) rank_[i] = ++r;
   path_ranks_.clear();
   for (size_t k = 1; k < v.path.size(); ++k) {
     const int node = v.path[k];
-    if (node <= 0 || node >= n || !plan.verify[node]) break;
+    if (node <= 0 || node >= n || !plan.draft[node]) break;
     path_ranks_.push_back(rank_[node]);
   }
   accepted_by_budget(model_.ladder(), level_, path_ranks_, r, acc_, nodes_);

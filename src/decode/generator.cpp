@@ -33,20 +33,20 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   const auto t_start = Clock::now();
   const int max_new = gp.max_new_tokens > 0 ? gp.max_new_tokens : cfg_.max_positions + 1 - int(prompt.size());
   r.ids.reserve(static_cast<size_t>(std::max(max_new, 0)));
-  loop_.begin(prompt, gp.sample, StepLimits{cfg_.max_positions, std::max(max_new, 0), true});
+  runner_.begin(prompt, gp.sample, StepLimits{cfg_.max_positions, std::max(max_new, 0), true});
   const double cpu0 = thread_cpu_s();
-  const std::vector<int32_t>& seq = loop_.seq();
-  while (!loop_.done()) {
+  const std::vector<int32_t>& seq = runner_.seq();
+  while (!runner_.done()) {
     if (gp.cancel && gp.cancel->load(std::memory_order_relaxed)) {
-      loop_.stats().finish_reason = "cancelled";
+      runner_.stats().finish_reason = "cancelled";
       break;
     }
-    const int kept = loop_.step();
+    const int kept = runner_.step();
     r.ids.insert(r.ids.end(), seq.end() - kept, seq.end());
     if (on_tokens) on_tokens(r.ids);
   }
-  loop_.end();
-  r.stats = loop_.stats();
+  runner_.end();
+  r.stats = runner_.stats();
   r.stats.new_tokens = static_cast<int>(r.ids.size());
   r.stats.seconds = secs(t_start, Clock::now());
   r.stats.cpu_s = thread_cpu_s() - cpu0;

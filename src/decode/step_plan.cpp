@@ -12,24 +12,24 @@ std::vector<int32_t> StepPlan::depths() const {
 
 int StepPlan::num_draft() const {
   int n = 0;
-  for (size_t i = 1; i < verify.size(); ++i) n += verify[i] ? 1 : 0;
+  for (size_t i = 1; i < draft.size(); ++i) n += draft[i] ? 1 : 0;
   return n;
 }
 
 int StepPlan::num_lookahead() const {
   int n = 0;
-  for (size_t i = 1; i < verify.size(); ++i) n += verify[i] ? 0 : 1;
+  for (size_t i = 1; i < draft.size(); ++i) n += draft[i] ? 0 : 1;
   return n;
 }
 
 void StepPlan::validate() const {
   LA_CHECK(!tokens.empty(), "step plan: empty (no root)");
-  LA_CHECK(parents.size() == tokens.size() && verify.size() == tokens.size(), "step plan: ragged arrays");
-  LA_CHECK(parents[0] == -1 && verify[0] == 1, "step plan: node 0 must be the root");
+  LA_CHECK(parents.size() == tokens.size() && draft.size() == tokens.size(), "step plan: ragged arrays");
+  LA_CHECK(parents[0] == -1 && draft[0] == 1, "step plan: node 0 must be the root");
   for (size_t i = 1; i < tokens.size(); ++i) {
     LA_CHECK(parents[i] >= 0 && parents[i] < static_cast<int32_t>(i), "step plan: node ", i, " has parent ",
              parents[i], " (must be an earlier node)");
-    if (verify[i]) LA_CHECK(verify[parents[i]], "step plan: draft node ", i, " hangs off a lookahead node");
+    if (draft[i]) LA_CHECK(draft[parents[i]], "step plan: draft node ", i, " hangs off a lookahead node");
   }
 }
 
@@ -53,7 +53,7 @@ void verify_plan(const StepPlan& plan, const std::vector<int32_t>& results, Verd
     const int32_t want = results[cur];
     int next = -1;
     for (int c = cur + 1; c < n; ++c) {
-      if (plan.parents[c] == cur && plan.verify[c] && plan.tokens[c] == want) { next = c; break; }
+      if (plan.parents[c] == cur && plan.draft[c] && plan.tokens[c] == want) { next = c; break; }
     }
     if (next < 0) break;
     v.path.push_back(next);

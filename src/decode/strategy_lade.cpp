@@ -18,7 +18,7 @@
 // So token (l, j) attends to the cache, the root, level 0 of columns 1..j and levels 1..l of column j: LADE's
 // lookahead mask. The outputs of the top level (c) form the next level: column j yields the n-gram
 // (a_j, b_j, c_j, out(c_j)) of N consecutive positions, keyed by a_j, into the pool, and the window shifts up
-// (a <- b, b <- c, c <- out(c)). The verifier only follows verify nodes: at most one n-gram is accepted, N-1
+// (a <- b, b <- c, c <- out(c)). The verifier only follows draft nodes: at most one n-gram is accepted, N-1
 // drafts plus the model's next token. The first N-2 steps of a request fill levels 1..N-2 (warm-up).
 //
 // What the partitioner (parallel/partition.cpp) cuts from this plan: every part holds the root and whole
@@ -73,7 +73,7 @@ class LadeStrategy final : public Strategy {
         if (node(l - 1, j) < 0 || j + 1 + l > max_depth) continue;
         node(l, j) = out.add(lv(l, j), node(l - 1, j), false);
       }
-    // verification candidates: the first `budget` verify nodes of the pool's candidates, in the pool's order
+    // verification candidates: the first `budget` draft nodes of the pool's candidates, in the pool's order
     if (G_ > 0 && budget > 0) {
       int left = budget;
       cands_.clear();

@@ -3,7 +3,7 @@
 //
 // Draft side. The draft model runs LADE (make_lade_strategy with window/ngram/guesses = draft_window/draft_ngram/
 // draft_guesses) through its own LocalExecutor with greedy sampling: plan -> run -> verify_plan -> commit, so one
-// draft forward can yield several tokens (its own StepLoop, the one every generation uses). The draft keeps its own
+// draft forward can yield several tokens (its own StepRunner, the one every generation uses). The draft keeps its own
 // sequence `dseq` (the loop's: the target's sequence plus the tokens it drafted ahead) and its LADE window
 // continues across rounds of a request.
 //
@@ -25,7 +25,7 @@
 // verify=1, cut at max_depth. Phrases holding tokens outside the vocabulary are skipped.
 //
 // The target's plan for gamma = 4 and K = 2 extensions, pool phrases [d4 p q] and [d4 s t] keyed by the
-// chain's last token; every node is a verify node, numbered by plan index (depth = distance from r0):
+// chain's last token; every node is a draft node, numbered by plan index (depth = distance from r0):
 //
 //   r0 - d1 - d2 - d3 - d4 - p5 - q6       the draft chain, then the first extension off its end
 //                         |
@@ -44,11 +44,13 @@
 //     replace(planned, corrected); if equal (the extension was accepted in full), insert(planned) to refresh it.
 //   Phrases of one token carry no draft and are never inserted.
 // The pool (max(16, 2K) phrases per key) persists across requests; with `pool_state` it is loaded at construction
-// when the file exists (a corrupt file throws the pool's la::Error) and saved atomically by shutdown().
+// when the file exists (a corrupt file throws the pool's la::Error) and saved atomically by checkpoint() when a
+// step updated it since the last save.
 #include <algorithm>
 
 #include "lookahead/decode/executor.h"
-#include "lookahead/decode/step_loop.h"
+#include "lookahead/decode/state_checkpoint.h"
+#include "lookahead/decode/step_runner.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/draft/phrase_pool.h"
 #include "lookahead/model/step_model.h"
@@ -62,15 +64,15 @@ class OuroborosStrategy final : public Strategy {
  public:
   OuroborosStrategy(const StrategyOptions& o, StepModel& draft)
       : draft_(draft), dexec_(draft), gamma_(o.ouroboros.gamma), K_(o.ouroboros.extensions),
-        pool_state_(o.ouroboros.pool_state), pool_(std::max(16, 2 * o.ouroboros.extensions)) {
+        state_(o.ouroboros.pool_state), pool_(std::max(16, 2 * o.ouroboros.extensions)) {
     StrategyOptions lo;
     lo.name = "lade";
     lo.seed = o.seed;
     lo.lade = o.ouroboros.lade;
     lo.lade.pool_from_prompt = false;
     lade_ = make_lade_strategy(lo);
-    dloop_ = std::make_unique<StepLoop>(dexec_, *lade_, draft_.config());
-    if (!pool_state_.empty() && file_exists(pool_state_)) pool_.load(pool_state_);
+    dloop_ = std::make_unique<StepRunner>(dexec_, *lade_, draft_.config());
+    if (state_.enabled() && file_exists(state_.path())) pool_.load(state_.path());
   }
 
   std::string name() const override { return "ouroboros"; }
@@ -141,6 +143,7 @@ class OuroborosStrategy final : public Strategy {
   void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>& results,
               const Verdict& v) override {
     const int accepted = static_cast<int>(v.path.size()) - 1;
+    state_.changed();  // every step inserts or refreshes pool phrases
     const int m = std::min(accepted, chain_len_);  // the chain hangs off the root, extensions off its end
     accepted_ += m;
     ext_accepted_ += accepted - m;
@@ -164,21 +167,24 @@ class OuroborosStrategy final : public Strategy {
     chain_len_ = 0;
   }
 
-  void shutdown() override {
-    if (!pool_state_.empty()) pool_.save(pool_state_);
+  void checkpoint() override {
+    state_.write_if_changed([this](const std::string& path) { pool_.save(path); });
   }
 
   std::map<std::string, double> counters() const override {
-    return {{"draft_forwards", double(draft_forwards_)},
-            {"draft_tokens", double(draft_tokens_)},
-            {"draft_tokens_per_forward", draft_forwards_ ? double(draft_tokens_) / draft_forwards_ : 0.0},
-            {"draft_proposed", double(proposed_)},
-            {"draft_accepted", double(accepted_)},
-            {"draft_acceptance", proposed_ ? double(accepted_) / proposed_ : 0.0},
-            {"extension_tokens", double(ext_planned_)},
-            {"extension_accepted", double(ext_accepted_)},
-            {"pool_phrases", double(pool_.size())},
-            {"pool_keys", double(pool_.keys())}};
+    std::map<std::string, double> c = {
+        {"draft_forwards", double(draft_forwards_)},
+        {"draft_tokens", double(draft_tokens_)},
+        {"draft_tokens_per_forward", draft_forwards_ ? double(draft_tokens_) / draft_forwards_ : 0.0},
+        {"draft_proposed", double(proposed_)},
+        {"draft_accepted", double(accepted_)},
+        {"draft_acceptance", proposed_ ? double(accepted_) / proposed_ : 0.0},
+        {"extension_tokens", double(ext_planned_)},
+        {"extension_accepted", double(ext_accepted_)},
+        {"pool_phrases", double(pool_.size())},
+        {"pool_keys", double(pool_.keys())}};
+    state_.add_counters(c, "pool");
+    return c;
   }
 
  private:
@@ -219,9 +225,9 @@ class OuroborosStrategy final : public Strategy {
   StepModel& draft_;
   LocalExecutor dexec_;
   std::unique_ptr<Strategy> lade_;
-  std::unique_ptr<StepLoop> dloop_;  // the draft model's steps; its seq() is the draft sequence
+  std::unique_ptr<StepRunner> dloop_;  // the draft model's steps; its seq() is the draft sequence
   int gamma_, K_;
-  std::string pool_state_;
+  StateCheckpoint state_;
   PhrasePool pool_;
   bool draft_on_ = false;
   std::vector<int32_t> chain_;  // the draft chain of the current target step

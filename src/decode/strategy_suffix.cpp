@@ -17,7 +17,7 @@
 //   r0(b) ─ c1 (1.0) ─ d2 (0.75) ─ e3 (0.75)
 //                    └ x4 (0.25)
 //
-// Every node is a verify node; the verifier accepts the longest path the model agrees with. The partitioner
+// Every node is a draft node; the verifier accepts the longest path the model agrees with. The partitioner
 // (parallel/partition.cpp) splits it like the trie's plan: each part holds whole root-to-node paths, e.g. K = 2:
 // part 0 = r0 c1 d2 e3, part 1 = r0 c1 x4.
 //
@@ -29,6 +29,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "lookahead/decode/state_checkpoint.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/draft/suffix_state.h"
 #include "lookahead/util/error.h"
@@ -51,7 +52,8 @@ int score_class(double s) {
 class SuffixStrategy final : public Strategy {
  public:
   explicit SuffixStrategy(const SuffixOptions& o)
-      : opt_(o), local_(o.depth), global_(o.depth, o.global_mb * (int64_t{1} << 20), o.vocab_size, o.model_id) {
+      : opt_(o), local_(o.depth), global_(o.depth, o.global_mb * (int64_t{1} << 20), o.vocab_size, o.model_id),
+        state_(o.state) {
     if (!opt_.state.empty()) {
       std::error_code ec;
       if (std::filesystem::exists(opt_.state, ec)) {
@@ -97,15 +99,19 @@ class SuffixStrategy final : public Strategy {
 
   void end_request(const std::vector<int32_t>& seq) override {
     if (!active_) return;
-    if (seq.size() > prompt_len_) global_.add(seq.data() + prompt_len_, seq.size() - prompt_len_);
+    if (seq.size() > prompt_len_) {
+      global_.add(seq.data() + prompt_len_, seq.size() - prompt_len_);
+      state_.changed();
+    }
     active_ = false;
     local_.clear();
     indexed_.clear();
     cached_len_ = 0;
   }
 
-  void shutdown() override {
-    if (!opt_.state.empty()) global_.save(opt_.state);
+  // The global tree changes only when a request ends: a checkpoint mid-request writes nothing new.
+  void checkpoint() override {
+    state_.write_if_changed([this](const std::string& path) { global_.save(path); });
   }
 
   int max_draft_budget() const override { return std::max(0, opt_.max_tokens); }
@@ -143,6 +149,7 @@ class SuffixStrategy final : public Strategy {
       for (int l = 0; l <= 16; ++l) n += static_cast<double>(match_hist_[k][l]), s += static_cast<double>(match_hist_[k][l]) * l;
       if (n > 0) c["suffix_class" + std::to_string(k) + "_mean_match"] = s / n;
     }
+    state_.add_counters(c, "suffix");
     return c;
   }
 
@@ -191,6 +198,7 @@ class SuffixStrategy final : public Strategy {
   SuffixOptions opt_;
   SuffixTree local_;
   SuffixGlobal global_;
+  StateCheckpoint state_;
   std::vector<int32_t> indexed_;
   SuffixDraft dl_, dg_;
   const SuffixDraft* cached_ = &dl_;

@@ -4,17 +4,18 @@
 //   inserted as a prompt branch of that request.
 // * plan(seq): the trie drafts up to decoding_length continuations of seq.back() (multi-stage query on seq's
 //   last tokens), as a prefix-merged tree (hierarchical) or disjoint chains (parallel), never deeper than
-//   max_depth; every draft node is a verify node.
+//   max_depth; every node is a draft node.
 // * update(): each generated-output window seq[s, s+branch_length) is inserted as a generated branch as soon as
 //   it is complete (s runs from the first window holding an output token); end_request() inserts the
 //   remaining shorter tail windows and then eliminates the request's prompt frequency.
 // * State: the constructor loads opt.trie.state if that file exists (a corrupt/truncated/wrong-magic file is an
 //   error: la::Error naming the file propagates, the strategy refuses to start); a missing file starts cold.
-//   shutdown() saves to opt.trie.state (atomic rename).
+//   checkpoint() saves to opt.trie.state (atomic rename) when a request ran since the last save.
 // * Capacity: opt.trie.capacity nodes, or 32 x decoding_length when 0.
 #include <algorithm>
 #include <filesystem>
 
+#include "lookahead/decode/state_checkpoint.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/draft/trie.h"
 #include "lookahead/util/error.h"
@@ -26,7 +27,7 @@ namespace {
 class TrieStrategy : public Strategy {
  public:
   explicit TrieStrategy(const StrategyOptions& opt)
-      : opt_(opt.trie), mode_(parse_trie_mode(opt.trie.mode)), trie_(params_of(opt.trie)) {
+      : opt_(opt.trie), mode_(parse_trie_mode(opt.trie.mode)), trie_(params_of(opt.trie)), state_(opt.trie.state) {
     if (!opt_.state.empty()) {
       std::error_code ec;
       if (std::filesystem::exists(opt_.state, ec)) {
@@ -46,6 +47,7 @@ class TrieStrategy : public Strategy {
       active_ = false;
     }
     active_ = true;
+    state_.changed();  // prompt windows may prune generated nodes at capacity; the output adds its own
     request_ = next_request_++;
     prompt_len_ = prompt.size();
     trie_.insert_windows(prompt, BranchSource::from_prompt(request_));
@@ -69,6 +71,7 @@ class TrieStrategy : public Strategy {
   void update(const std::vector<int32_t>& seq, const StepPlan& plan, const std::vector<int32_t>& results,
               const Verdict& verdict) override {
     accepted_ += verdict.path.size() > 0 ? verdict.path.size() - 1 : 0;
+    state_.changed();
     const size_t b = static_cast<size_t>(opt_.branch_length);
     const size_t old = seq.size();
     const size_t total = old + verdict.tokens.size();
@@ -92,19 +95,22 @@ class TrieStrategy : public Strategy {
   // the most frequent nodes: the prefix the acceptance model assumes.
   int max_draft_budget() const override { return std::max(0, opt_.decoding_length); }
 
-  void shutdown() override {
-    if (!opt_.state.empty()) trie_.save(opt_.state);
+  void checkpoint() override {
+    state_.write_if_changed([this](const std::string& path) { trie_.save(path); });
   }
 
   std::map<std::string, double> counters() const override {
-    return {{"trie_nodes", static_cast<double>(trie_.size())},
-            {"trie_capacity", static_cast<double>(trie_.params().capacity)},
-            {"trie_loaded_nodes", static_cast<double>(loaded_nodes_)},
-            {"trie_prune_passes", static_cast<double>(trie_.prune_passes())},
-            {"trie_decay_rounds", static_cast<double>(trie_.decay_rounds())},
-            {"trie_requests", static_cast<double>(requests_)},
-            {"trie_mean_draft_nodes", steps_ ? static_cast<double>(draft_nodes_) / static_cast<double>(steps_) : 0.0},
-            {"trie_accepted_drafts", static_cast<double>(accepted_)}};
+    std::map<std::string, double> c = {
+        {"trie_nodes", static_cast<double>(trie_.size())},
+        {"trie_capacity", static_cast<double>(trie_.params().capacity)},
+        {"trie_loaded_nodes", static_cast<double>(loaded_nodes_)},
+        {"trie_prune_passes", static_cast<double>(trie_.prune_passes())},
+        {"trie_decay_rounds", static_cast<double>(trie_.decay_rounds())},
+        {"trie_requests", static_cast<double>(requests_)},
+        {"trie_mean_draft_nodes", steps_ ? static_cast<double>(draft_nodes_) / static_cast<double>(steps_) : 0.0},
+        {"trie_accepted_drafts", static_cast<double>(accepted_)}};
+    state_.add_counters(c, "trie");
+    return c;
   }
 
  private:
@@ -119,6 +125,7 @@ class TrieStrategy : public Strategy {
   // Inserts the output's remaining (shorter) tail windows and removes the request's prompt frequency.
   void finish(const std::vector<int32_t>& seq) {
     if (!active_) return;
+    state_.changed();
     // Only windows holding an output token (seq beyond the prompt).
     for (size_t s = next_window_; seq.size() > prompt_len_ && s < seq.size(); ++s) {
       window_.assign(seq.begin() + static_cast<std::ptrdiff_t>(s), seq.end());
@@ -133,6 +140,7 @@ class TrieStrategy : public Strategy {
   TrieOptions opt_;
   TrieMode mode_;
   TokenTrie trie_;
+  StateCheckpoint state_;
   TrieDraft draft_;
   std::vector<int32_t> window_;
   bool active_ = false;

@@ -235,7 +235,7 @@ void Partitioner::extract_part(const StepPlan& plan, const uint8_t* member, Plan
   for (int i = 0; i < plan.size(); ++i) {
     if (!member[i]) continue;
     const int32_t gp = plan.parents[i];
-    local_[i] = part.plan.add(plan.tokens[i], gp < 0 ? -1 : local_[gp], plan.verify[i] != 0);
+    local_[i] = part.plan.add(plan.tokens[i], gp < 0 ? -1 : local_[gp], plan.draft[i] != 0);
     part.global.push_back(i);
   }
 }
@@ -386,7 +386,7 @@ void check_partition(const StepPlan& plan, const std::vector<PlanPart>& parts) {
       const int32_t g = part.global[i];
       LA_CHECK(g >= 0 && g < n, "partition: part ", p, " node ", i, " maps to ", g);
       LA_CHECK(i == 0 || g > part.global[i - 1], "partition: part ", p, " global ids not increasing at ", i);
-      LA_CHECK(part.plan.tokens[i] == plan.tokens[g] && part.plan.verify[i] == plan.verify[g], "partition: part ",
+      LA_CHECK(part.plan.tokens[i] == plan.tokens[g] && part.plan.draft[i] == plan.draft[g], "partition: part ",
                p, " node ", i, " differs from plan node ", g);
       if (i > 0) {
         const int32_t lp = part.plan.parents[i];

@@ -163,7 +163,7 @@ void encode_part(std::vector<int32_t>& m, int rank, const PlanPart& p) {
   m.push_back(p.plan.size());
   m.insert(m.end(), p.plan.tokens.begin(), p.plan.tokens.end());
   m.insert(m.end(), p.plan.parents.begin(), p.plan.parents.end());
-  for (uint8_t v : p.plan.verify) m.push_back(v);
+  for (uint8_t v : p.plan.draft) m.push_back(v);
   m.insert(m.end(), p.global.begin(), p.global.end());
 }
 
@@ -192,8 +192,8 @@ void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanP
     }
     rd.take(m, part.plan.tokens);
     rd.take(m, part.plan.parents);
-    part.plan.verify.resize(m);
-    for (int j = 0; j < m; ++j) part.plan.verify[j] = static_cast<uint8_t>(rd.next() != 0);
+    part.plan.draft.resize(m);
+    for (int j = 0; j < m; ++j) part.plan.draft[j] = static_cast<uint8_t>(rd.next() != 0);
     rd.take(m, part.global);
     found = true;
   }

@@ -1,4 +1,4 @@
-// No allocation per step: generation through the real Generator (StepLoop, LocalExecutor) over an oracle model
+// No allocation per step: generation through the real Generator (StepRunner, LocalExecutor) over an oracle model
 // (oracle_model.h), with the global operator new replaced by one that counts while a step runs. After warm-up
 // (buffers at their largest, the pool or trie holding every n-gram or branch of the oracle's cycle) a step must
 // not allocate: a per-step copy of the sequence, a fresh result vector or an allocating pool lookup fails this.

@@ -6,7 +6,7 @@
 //
 // traces.jsonl: {"prompt_ids": [...], "ids": [...]} per line (generate's --output records are such lines).
 // Each step plans at the fixed budget (Strategy::set_draft_budget), verifies against the trace, and feeds the
-// verdict back as the step loop does. --cold: a new strategy per request (nothing carried over); otherwise one
+// verdict back as the step runner (StepRunner) does. --cold: a new strategy per request (nothing carried over); otherwise one
 // strategy serves every request in file order (warm: earlier outputs in the trie or the global suffix tree).
 // Prints one JSON line: steps, new tokens, accepted draft tokens, their mean per step, and the strategy's counters.
 // Only strategies whose drafts do not depend on the model's outputs at non-accepted nodes fit (trie, suffix,

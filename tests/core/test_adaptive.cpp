@@ -100,7 +100,7 @@ TEST(AcceptanceModel, LadderAndCounterfactualBudgets) {
   EXPECT_EQ(Strategy::geometric_ladder(3, 4), (std::vector<int>{0, 3}));
   const std::vector<int> ladder{0, 1, 2, 4, 8};
   std::vector<int> acc, nodes;
-  // Path through the verify nodes of rank 1, 2 and 5 (e.g. a second candidate): budget 4 keeps two of them.
+  // Path through the draft nodes of rank 1, 2 and 5 (e.g. a second candidate): budget 4 keeps two of them.
   accepted_by_budget(ladder, 4, {1, 2, 5}, 6, acc, nodes);
   EXPECT_EQ(acc, (std::vector<int>{0, 1, 2, 2, 3}));
   EXPECT_EQ(nodes, (std::vector<int>{0, 1, 2, 4, 6}));

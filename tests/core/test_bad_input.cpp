@@ -225,7 +225,6 @@ TEST(BadInput, EachStrategyRefusesItsBadValues) {
     std::function<void(StrategyOptions&)> set;
     const char* flag;
   };
-  auto make_ar = [](const StrategyOptions&) { return make_ar_strategy(); };
   const std::vector<Bad> cases = {
       {validate_jacobi_options, make_jacobi_strategy, [](auto& o) { o.jacobi.block = -1; }, "--jacobi-block"},
       {validate_jacobi_options, make_jacobi_strategy, [](auto& o) { o.jacobi.block = 513; }, "--jacobi-block"},
@@ -290,7 +289,9 @@ TEST(BadInput, EachStrategyRefusesItsBadValues) {
     o.name = e.name;
     std::unique_ptr<Strategy> made;
     EXPECT_EQ(error_of([&] { made = e.make(o, nullptr); }), "<no error>") << e.name;
-    if (made) EXPECT_EQ(made->name(), e.name);
+    if (made) {
+      EXPECT_EQ(made->name(), e.name);
+    }
   }
 }
 

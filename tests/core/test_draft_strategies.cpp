@@ -1,6 +1,6 @@
 // Tests of the trie and prompt-lookup strategies: plan validity and bounds, and lossless decoding against a fake
 // deterministic model (next token = table[previous token][token]) across many requests in one strategy object,
-// through the real step loop (StepLoop, LocalExecutor) over an oracle model.
+// through the real step runner (StepRunner, LocalExecutor) over an oracle model.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,10 +14,11 @@
 #include <vector>
 
 #include "lookahead/decode/executor.h"
-#include "lookahead/decode/step_loop.h"
+#include "lookahead/decode/step_runner.h"
 #include "lookahead/decode/step_plan.h"
 #include "lookahead/decode/strategies.h"
 #include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
 #include "oracle_model.h"
 #include "test_util.h"
 
@@ -45,7 +46,7 @@ struct LoopStats {
   long steps = 0, tokens = 0, max_draft = 0;
 };
 
-// One request decoded through the strategy by the real step loop (LocalExecutor over an oracle model that
+// One request decoded through the strategy by the real step runner (LocalExecutor over an oracle model that
 // answers with the fake model's table along each node's ancestor chain); every plan is checked. The context is
 // prompt + max_new - 1 positions, so plans never reach past the request's last token.
 V decode(la::Strategy& s, const FakeModel& m, const V& prompt, int max_new, int decoding_length, LoopStats& st) {
@@ -53,7 +54,7 @@ V decode(la::Strategy& s, const FakeModel& m, const V& prompt, int max_new, int 
     return m.next(c.size() >= 2 ? c[c.size() - 2] : 0, c.back());
   });
   la::LocalExecutor ex(om);
-  la::StepLoop loop(ex, s, om.config());
+  la::StepRunner loop(ex, s, om.config());
   loop.begin(prompt, la::SampleParams{}, la::StepLimits{om.config().max_positions, max_new, false});
   while (!loop.done()) {
     const int gen = loop.generated();
@@ -192,7 +193,7 @@ TEST(DraftTrieStrategy, StateFileMissingCorruptAndRoundTrip) {
   EXPECT_DOUBLE_EQ(a->counters().at("trie_loaded_nodes"), 0);
   LoopStats st;
   for (const auto& p : prompts) decode(*a, m, p, 40, 16, st);
-  a->shutdown();
+  a->checkpoint();
   ASSERT_TRUE(fs::exists(opt.trie.state));
   EXPECT_EQ(std::distance(fs::directory_iterator(td.dir), fs::directory_iterator()), 1);
   auto b = la::make_trie_strategy(opt);
@@ -220,6 +221,48 @@ TEST(DraftTrieStrategy, StateFileMissingCorruptAndRoundTrip) {
     ADD_FAILURE() << "corrupt state file accepted";
   } catch (const la::Error& e) {
     EXPECT_NE(std::string(e.what()).find(opt.trie.state), std::string::npos) << e.what();
+  }
+}
+
+// checkpoint() after every request, as the CLI's request loop calls it: after request i the file holds exactly
+// what a fresh strategy that ran requests 0..i and saved once writes (a job killed during request i+1 keeps
+// 0..i); a checkpoint with nothing new writes nothing, nor does one before any request or after a load.
+TEST(DraftStateCheckpoint, EachRequestSavesTheStateSoFarOnlyWhenChanged) {
+  for (const std::string name : {"trie", "suffix"}) {
+    TempDir td;
+    const FakeModel m(11, 9);
+    const auto prompts = make_prompts(6, 11, 3);
+    la::StrategyOptions opt;
+    opt.name = name;
+    opt.trie.decoding_length = 16;
+    opt.trie.branch_length = 6;
+    opt.suffix.vocab_size = 11;
+    opt.suffix.model_id = 77;
+    auto state_at = [&](const std::string& path) {
+      opt.trie.state = opt.suffix.state = path;
+      return la::make_strategy(opt);
+    };
+    const std::string path = td.path("state"), writes = name + "_state_writes";
+    const int budget = name == "trie" ? opt.trie.decoding_length : opt.suffix.max_tokens;
+    auto a = state_at(path);
+    a->checkpoint();
+    EXPECT_FALSE(fs::exists(path)) << name << ": written before any request";
+    LoopStats st;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      decode(*a, m, prompts[i], 30, budget, st);
+      a->checkpoint();
+      ASSERT_TRUE(fs::exists(path)) << name;
+      const std::string after = la::read_file(path);
+      a->checkpoint();
+      EXPECT_DOUBLE_EQ(a->counters().at(writes), static_cast<double>(i + 1)) << name << ": unchanged state rewritten";
+      auto b = state_at(td.path("ref" + std::to_string(i)));
+      for (size_t j = 0; j <= i; ++j) decode(*b, m, prompts[j], 30, budget, st);
+      b->checkpoint();
+      EXPECT_EQ(la::read_file(td.path("ref" + std::to_string(i))), after) << name << " after request " << i;
+    }
+    auto c = state_at(path);  // loads the file; nothing new to write
+    c->checkpoint();
+    EXPECT_DOUBLE_EQ(c->counters().at(writes), 0) << name;
   }
 }
 
@@ -306,13 +349,19 @@ TEST(DraftSuffixStrategy, LosslessAcrossRequestsAndConfigs) {
       EXPECT_EQ(decode(*s, m, p, 60, c.max_tokens, st), m.plain(p, 60)) << c.max_tokens << "/" << c.depth;
       if (::testing::Test::HasFailure()) return;
     }
-    if (c.max_tokens >= 8) EXPECT_LT(st.steps, st.tokens * 3 / 4) << "the fake model's cycles must be drafted";
-    if (c.max_tokens == 0) EXPECT_EQ(st.steps, st.tokens);
-    if (c.global_mb > 0) EXPECT_GT(s->counters().at("suffix_global_sequences"), 0);
+    if (c.max_tokens >= 8) {
+      EXPECT_LT(st.steps, st.tokens * 3 / 4) << "the fake model's cycles must be drafted";
+    }
+    if (c.max_tokens == 0) {
+      EXPECT_EQ(st.steps, st.tokens);
+    }
+    if (c.global_mb > 0) {
+      EXPECT_GT(s->counters().at("suffix_global_sequences"), 0);
+    }
   }
 }
 
-// The budget contract (strategy.h): a plan at budget b is the first b verify nodes of the plan at any larger
+// The budget contract (strategy.h): a plan at budget b is the first b draft nodes of the plan at any larger
 // budget from the same state.
 TEST(DraftSuffixStrategy, SmallerBudgetKeepsAPrefix) {
   const FakeModel m(11, 4);
@@ -359,7 +408,7 @@ TEST(DraftSuffixStrategy, StateFileMissingCorruptAndRoundTrip) {
   EXPECT_DOUBLE_EQ(a->counters().at("suffix_loaded_sequences"), 0);
   LoopStats st;
   for (const auto& p : prompts) decode(*a, m, p, 40, 32, st);
-  a->shutdown();
+  a->checkpoint();
   ASSERT_TRUE(fs::exists(opt.suffix.state));
   EXPECT_EQ(std::distance(fs::directory_iterator(td.dir), fs::directory_iterator()), 1);
   auto b = la::make_strategy(opt);

@@ -105,9 +105,14 @@ TEST(SuffixTree, DraftIsBestFirstAndBudgetPrefixes) {
   ASSERT_EQ(full.size(), 40);
   for (int i = 0; i < full.size(); ++i) {
     ASSERT_LT(full.parents[i], i);
-    if (full.parents[i] >= 0) EXPECT_LE(full.probs[i], full.probs[full.parents[i]] + 1e-6);
-    for (int j = i + 1; j < full.size(); ++j)
-      if (full.parents[j] < i) EXPECT_GE(full.probs[i] + 1e-6, full.probs[j]) << i << " " << j;
+    if (full.parents[i] >= 0) {
+      EXPECT_LE(full.probs[i], full.probs[full.parents[i]] + 1e-6);
+    }
+    for (int j = i + 1; j < full.size(); ++j) {
+      if (full.parents[j] < i) {
+        EXPECT_GE(full.probs[i] + 1e-6, full.probs[j]) << i << " " << j;
+      }
+    }
   }
   for (int b : {1, 5, 17}) {
     t.draft(m, b, 0.0, 10, part);

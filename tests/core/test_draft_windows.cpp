@@ -33,7 +33,7 @@ TEST(LadeWindow, WarmUpShiftAndHarvest) {
   s->plan(V{7, 7, 7}, 100, p);
   EXPECT_EQ(p.tokens, (V{7, 7, 7}));
   EXPECT_EQ(p.parents, (V{-1, 0, 1}));
-  EXPECT_EQ(p.verify, (std::vector<uint8_t>{1, 0, 0}));
+  EXPECT_EQ(p.draft, (std::vector<uint8_t>{1, 0, 0}));
   s->update(V{7, 7, 7}, p, V{9, 20, 21}, verdict({0}, {9}));  // level 1 := the outputs of level 0: [20, 21]
   // Step 2 (window full): level 1 of column j hangs off level 0 of column j.
   s->plan(V{7, 7, 7, 9}, 100, p);
@@ -47,7 +47,7 @@ TEST(LadeWindow, WarmUpShiftAndHarvest) {
   s->plan(V{7, 7, 7, 9, 7}, 100, p);
   EXPECT_EQ(p.tokens, (V{7, 20, 21, 30, 31, 21, 31, 20, 30}));
   EXPECT_EQ(p.parents, (V{-1, 0, 1, 1, 2, 0, 5, 0, 7}));
-  EXPECT_EQ(p.verify, (std::vector<uint8_t>{1, 0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(p.draft, (std::vector<uint8_t>{1, 0, 0, 0, 0, 1, 1, 1, 1}));
   EXPECT_DOUBLE_EQ(s->counters().at("pool_ngrams"), 2);
   // The depth bound cuts the window and the candidates alike (depth 1: level 0's first column, 1 token each).
   s->plan(V{7, 7, 7, 9, 7}, 1, p);

@@ -1,4 +1,4 @@
-// Every strategy through the real Generator (StepLoop, LocalExecutor) over oracle models (oracle_model.h) whose
+// Every strategy through the real Generator (StepRunner, LocalExecutor) over oracle models (oracle_model.h) whose
 // continuation is known, so the tokens accepted at every step are known too: a strategy that never drafts, or
 // drafts from the wrong place (a wrong position, parent or pool key), accepts fewer and fails. Each expectation
 // is derived in its comment; the ids always equal plain decoding's.

@@ -39,7 +39,7 @@ StepPlan random_plan(std::mt19937& rng, int32_t root, int vocab) {
   const int n = 1 + static_cast<int>(rng() % 24);
   for (int i = 1; i < n; ++i) {
     const int parent = i > 1 && rng() % 3 != 0 ? i - 1 : static_cast<int>(rng() % i);
-    p.add(static_cast<int32_t>(rng() % vocab), parent, p.verify[parent] && rng() % 5 != 0);
+    p.add(static_cast<int32_t>(rng() % vocab), parent, p.draft[parent] && rng() % 5 != 0);
   }
   return p;
 }

@@ -27,7 +27,7 @@ StepPlan random_plan(std::mt19937& rng, int n, int vocab, bool deep) {
     } else {
       parent = static_cast<int>(rng() % i);
     }
-    const bool draft = p.verify[parent] && rng() % 5 != 0;
+    const bool draft = p.draft[parent] && rng() % 5 != 0;
     p.add(static_cast<int32_t>(rng() % vocab), parent, draft);
   }
   return p;
@@ -67,11 +67,11 @@ int max_depth(const StepPlan& p) {
   return *std::max_element(d.begin(), d.end());
 }
 
-// Results as a function of the node (what every replica computes for it): often a verify child's token.
+// Results as a function of the node (what every replica computes for it): often a draft child's token.
 std::vector<int32_t> node_results(const StepPlan& p, std::mt19937& rng, int vocab) {
   std::vector<std::vector<int>> kids(p.size());
   for (int i = 1; i < p.size(); ++i)
-    if (p.verify[i]) kids[p.parents[i]].push_back(i);
+    if (p.draft[i]) kids[p.parents[i]].push_back(i);
   std::vector<int32_t> r(p.size());
   for (int i = 0; i < p.size(); ++i) {
     if (!kids[i].empty() && rng() % 4 != 0) {

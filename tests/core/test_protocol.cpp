@@ -125,7 +125,7 @@ TEST(Protocol, RunRoundTripPerRankAndBroadcast) {
       EXPECT_EQ(d.seq, seq);
       EXPECT_EQ(d.part.plan.tokens, part.plan.tokens);
       EXPECT_EQ(d.part.plan.parents, part.plan.parents);
-      EXPECT_EQ(d.part.plan.verify, part.plan.verify);
+      EXPECT_EQ(d.part.plan.draft, part.plan.draft);
       EXPECT_EQ(d.part.global, part.global);
       expect_rejects_truncation(m, [&](const std::vector<int32_t>& c) { decode_run(c, 3, prompt, 2, 3); });
     }

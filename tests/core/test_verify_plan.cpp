@@ -1,5 +1,5 @@
 // The one verifier on hand-built trees: branching, ties between equal children, a rejected root child, lookahead
-// nodes never accepted, and eos (an ordinary token for the verifier: the step loop cuts the request there).
+// nodes never accepted, and eos (an ordinary token for the verifier: the step runner cuts the request there).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -60,8 +60,8 @@ TEST(VerifyPlan, TiesGoToTheFirstChildInPlanOrder) {
 }
 
 TEST(VerifyPlan, LookaheadNodesAreNeverAccepted) {
-  // A lookahead node (LADE's window) with the model's token is skipped; the verify node after it is reached
-  // only through verify nodes.
+  // A lookahead node (LADE's window) with the model's token is skipped; the draft node after it is reached
+  // only through draft nodes.
   const auto p = tree(9, {{10, 0, false}, {10, 0, true}, {11, 2, true}});
   const auto v = la::verify_plan(p, V{10, 11, 11, 6});
   EXPECT_EQ(v.path, (V{0, 2, 3}));
@@ -69,7 +69,7 @@ TEST(VerifyPlan, LookaheadNodesAreNeverAccepted) {
 }
 
 TEST(VerifyPlan, EosIsAnOrdinaryTokenForTheVerifier) {
-  // The verdict runs through an eos (2); cutting the request there is the step loop's job (test_oracle_strategies).
+  // The verdict runs through an eos (2); cutting the request there is the step runner's job (test_oracle_strategies).
   const auto p = tree(9, {{2, 0, true}, {5, 1, true}});
   const auto v = la::verify_plan(p, V{2, 5, 6});
   EXPECT_EQ(v.tokens, (V{2, 5, 6}));

@@ -227,14 +227,14 @@ TEST(OuroborosPool, StateRoundTripAndCorruptRefusal) {
     EXPECT_EQ(run_all(*m, *s, ps, gp), want);
     phrases = s->counters()["pool_phrases"];
     EXPECT_GT(phrases, 0);
-    s->shutdown();
+    s->checkpoint();
   }
   ASSERT_TRUE(file_exists(path));
   const std::string saved = read_file(path);
   {
     auto s = make_strategy(o, d.get());  // loads the saved pool
     EXPECT_EQ(s->counters()["pool_phrases"], phrases);
-    s->shutdown();  // saving an unchanged pool writes the same bytes
+    s->checkpoint();  // an unchanged pool: nothing written, the file keeps its bytes
     EXPECT_EQ(read_file(path), saved);
     EXPECT_EQ(run_all(*m, *s, ps, gp), want);  // warm from the file: still exact
   }

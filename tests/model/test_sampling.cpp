@@ -145,7 +145,7 @@ TEST(Sampling, BiasedVerifierFailsTheSameTest) {
   // Wrong on purpose: accepts the first draft token at depth 1 whatever the model sampled.
   auto biased = [](const StepPlan& plan, const std::vector<int32_t>& results) {
     for (int i = 1; i < plan.size(); ++i)
-      if (plan.verify[i] && plan.parents[i] == 0) return Verdict{{0, i}, {plan.tokens[i], results[i]}};
+      if (plan.draft[i] && plan.parents[i] == 0) return Verdict{{0, i}, {plan.tokens[i], results[i]}};
     return verify_plan(plan, results);
   };
   StrategyOptions o;

@@ -60,10 +60,14 @@ TEST(SelfCheck, ScriptCoversBucketsTreesAndNonPrefixCommits) {
     EXPECT_EQ(in.parents[cm[0]], -1);
     bool prefix = true;
     for (size_t j = 0; j < cm.size(); ++j) {
-      if (j) EXPECT_EQ(in.parents[cm[j]], cm[j - 1]) << "a root-to-node path";
+      if (j) {
+        EXPECT_EQ(in.parents[cm[j]], cm[j - 1]) << "a root-to-node path";
+      }
       prefix = prefix && cm[j] == static_cast<int>(j);
     }
-    if (T > 1) EXPECT_FALSE(prefix) << "multi-token steps commit a path that is not a prefix";
+    if (T > 1) {
+      EXPECT_FALSE(prefix) << "multi-token steps commit a path that is not a prefix";
+    }
     non_prefix += !prefix;
     L += static_cast<int>(cm.size());
   }

@@ -1,9 +1,9 @@
-// Acceptance model of one strategy: how many draft tokens a plan with a draft budget of b verify nodes is expected
+// Acceptance model of one strategy: how many draft tokens a plan with a draft budget of b draft nodes is expected
 // to have accepted, and how many draft nodes it actually holds. No libtorch.
 //
 // Design (why this shape):
 // * Budgets form a ladder b_0 = 0 < b_1 < ... < b_m (the strategy's fixed parameters give b_m). A strategy plans
-//   at budget b by keeping the first b verify nodes of the plan it would make at any larger budget (LADE: the
+//   at budget b by keeping the first b draft nodes of the plan it would make at any larger budget (LADE: the
 //   first G' candidates; trie: the first nodes of its best-first, frequency-ranked selection; prompt lookup,
 //   Jacobi: a shorter chain; Ouroboros: a shorter draft chain, then extensions). So ONE verified step at budget B
 //   tells, exactly and for free, what every smaller budget would have yielded: the verifier's path p_1, p_2, ...
@@ -46,10 +46,10 @@ class AcceptanceModel {
 };
 
 // Counterfactual yield of one verified step for every budget: `ranks_of_path` are the verify ranks (1-based
-// position among the plan's verify nodes in index order, root excluded) of the accepted path's nodes after the
+// position among the plan's draft nodes in index order, root excluded) of the accepted path's nodes after the
 // root, in path order (increasing). accepted for budget b = number of leading path nodes with rank <= b.
-// `total_verify` = verify nodes in the plan (root excluded); nodes for budget b = min(b, total_verify).
+// `total_draft` = draft nodes in the plan (root excluded); nodes for budget b = min(b, total_draft).
 void accepted_by_budget(const std::vector<int>& ladder, int planned, const std::vector<int>& ranks_of_path,
-                        int total_verify, std::vector<int>& accepted, std::vector<int>& nodes);
+                        int total_draft, std::vector<int>& accepted, std::vector<int>& nodes);
 
 }  // namespace la

@@ -1,4 +1,4 @@
-// Generation: a request through StepLoop (step_loop.h: plan -> forward -> verify -> update -> commit), with
+// Generation: a request through StepRunner (step_runner.h: plan -> forward -> verify -> update -> commit), with
 // cancellation, streaming and timing around it. No libtorch.
 #pragma once
 #include <atomic>
@@ -10,7 +10,7 @@
 
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/executor.h"
-#include "lookahead/decode/step_loop.h"
+#include "lookahead/decode/step_runner.h"
 #include "lookahead/decode/strategy.h"
 #include "lookahead/model/config.h"
 
@@ -33,19 +33,19 @@ struct GenResult {
 class Generator {
  public:
   Generator(StepExecutor& exec, Strategy& strategy, const ModelConfig& cfg)
-      : cfg_(cfg), loop_(exec, strategy, cfg) {}
+      : cfg_(cfg), runner_(exec, strategy, cfg) {}
   // Throws la::Error if the prompt does not fit the model's context with the requested new tokens.
   GenResult generate(const std::vector<int32_t>& prompt, const GenParams& gp,
                      const std::function<void(const std::vector<int32_t>&)>& on_tokens = {});
   // Replaces the verifier (tests use a deliberately wrong one to show the sampling test can fail).
-  void set_verifier(Verifier v) { loop_.set_verifier(std::move(v)); }
+  void set_verifier(Verifier v) { runner_.set_verifier(std::move(v)); }
   // Adaptive drafting: the controller chooses each step's draft budget (nullptr: the fixed parameters). It must
   // drive this generator's strategy and outlive the generator's use.
-  void set_controller(DraftController* c) { loop_.set_controller(c); }
+  void set_controller(DraftController* c) { runner_.set_controller(c); }
 
  private:
   const ModelConfig& cfg_;
-  StepLoop loop_;  // its buffers live as long as the generator: requests after the first allocate per request only
+  StepRunner runner_;  // its buffers live as long as the generator: requests after the first allocate per request only
 };
 
 // Checks that a prompt and a new-token budget fit the context; throws a clear la::Error otherwise.

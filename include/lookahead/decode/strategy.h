@@ -26,14 +26,16 @@ class Strategy {
                       const Verdict& verdict) = 0;
   // The request ended with `seq` (prompt + generated).
   virtual void end_request(const std::vector<int32_t>& seq) { (void)seq; }
-  // Process exit: persist state if configured.
-  virtual void shutdown() {}
+  // Persists the draft state if a state file is configured (--trie-state, --pool-state, --suffix-state) and it
+  // changed since the last write; atomic (state_checkpoint.h). The driver calls it after every finished request,
+  // on a stop signal and at the end: a killed job loses at most the request in flight.
+  virtual void checkpoint() {}
   // Strategy-specific counters for stats (e.g. pool size).
   virtual std::map<std::string, double> counters() const { return {}; }
 
   // ---- Adaptive drafting (draft_controller.h) ----
-  // The draft budget is the most verify (draft) nodes, root excluded, the next plan() may hold. Contract: a plan
-  // at budget b keeps the first b verify nodes (in index order) of the plan the strategy would make at any larger
+  // The draft budget is the most draft nodes, root excluded, the next plan() may hold. Contract: a plan
+  // at budget b keeps the first b draft nodes (in index order) of the plan the strategy would make at any larger
   // budget from the same state, so one verified step tells what every smaller budget would have accepted.
   // Budget < 0 (the default, --adaptive off): the fixed parameters. The budget never changes what is accepted,
   // only what is proposed: outputs stay those of plain decoding.
@@ -58,7 +60,7 @@ class Strategy {
   static std::vector<int> geometric_ladder(int max_budget, int unit = 1);
 
  protected:
-  // The budget for a strategy whose fixed parameters allow `fixed` verify nodes.
+  // The budget for a strategy whose fixed parameters allow `fixed` draft nodes.
   int budget_or(int fixed) const { return budget_ < 0 ? fixed : (budget_ < fixed ? budget_ : fixed); }
 
  private:

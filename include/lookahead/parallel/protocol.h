@@ -7,7 +7,7 @@
 //   BEGIN    : header, sync(prompt), temperature bits, top_k, top_p bits, seed (2 words), stream (2 words)
 //   RUN      : header, commit, sync(seq), K, n, n x part  -> every worker: commit, run its part, REPLY
 //              commit = [0] (none) or [1, sync(committed seq), path length, global path...]
-//              part   = [rank, m, m tokens, m parents, m verify flags, m global ids]
+//              part   = [rank, m, m tokens, m parents, m draft flags, m global ids]
 //              Over MPI each worker gets only its own part (n = 1); over NCCL one broadcast holds parts 1..K-1.
 //   END      : header                                     -> the request ended
 //   SHUTDOWN : header                                     -> leave the worker loop

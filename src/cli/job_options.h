@@ -1,4 +1,4 @@
-// Options and helpers of `lookahead generate` for long batch jobs: --resume / --overwrite of --output, progress
+// Options and helpers of `lookahead generate` for long jobs: --resume / --overwrite of --output, progress
 // lines, the clean stop on SIGINT/SIGTERM (--stop-grace) and resident-memory reports (--rss-every). Kept out of
 // generate.cpp so that file stays the flow of one run.
 #pragma once
@@ -12,7 +12,7 @@
 
 namespace la::cli {
 
-struct BatchOptions {
+struct JobOptions {
   bool resume = false;
   bool overwrite = false;
   double progress_interval = 30;  // seconds between progress lines when stderr is not a terminal; 0: none
@@ -22,9 +22,9 @@ struct BatchOptions {
   OutputMode output_mode() const { return resume ? OutputMode::Resume : overwrite ? OutputMode::Overwrite : OutputMode::Fresh; }
 };
 
-void add_batch_options(boost::program_options::options_description& d, BatchOptions& b);
+void add_job_options(boost::program_options::options_description& d, JobOptions& b);
 // The --help epilogue about exit statuses and batch jobs.
-extern const char* const kBatchHelp;
+extern const char* const kJobHelp;
 
 // --resume: which prompts are already in the output. ids[i], texts[i]: prompt i's id and text. Every record in the
 // file must be one of these ids with the same prompt text (else an error naming the file and id); the input's ids

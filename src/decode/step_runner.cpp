@@ -1,4 +1,4 @@
-#include "lookahead/decode/step_loop.h"
+#include "lookahead/decode/step_runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -33,7 +33,7 @@ void RequestStats::add(const RequestStats& o) {
   budgets.add(o.budgets);
 }
 
-void StepLoop::begin(const std::vector<int32_t>& prompt, const SampleParams& sp, const StepLimits& limits) {
+void StepRunner::begin(const std::vector<int32_t>& prompt, const SampleParams& sp, const StepLimits& limits) {
   LA_CHECK(!prompt.empty(), "empty prompt (no tokens, not even BOS)");
   limits_ = limits;
   prompt_len_ = static_cast<int>(prompt.size());
@@ -55,8 +55,8 @@ void StepLoop::begin(const std::vector<int32_t>& prompt, const SampleParams& sp,
   if (done_) stats_.finish_reason = "length";
 }
 
-int StepLoop::step() {
-  LA_CHECK(!done_, "step loop: step after the request ended");
+int StepRunner::step() {
+  LA_CHECK(!done_, "step runner: step after the request ended");
   RequestStats& st = stats_;
   const int root_pos = static_cast<int>(seq_.size()) - 1;
   max_depth_ = limits_.max_positions - 1 - root_pos;
@@ -109,7 +109,7 @@ int StepLoop::step() {
   return kept;
 }
 
-void StepLoop::end() {
+void StepRunner::end() {
   strategy_.end_request(seq_);
   exec_.end();
   done_ = true;

@@ -1,5 +1,5 @@
-// Batch-job options of `lookahead generate` (see batch.h).
-#include "batch.h"
+// Long-job options of `lookahead generate` (see job_options.h).
+#include "job_options.h"
 
 #include <cmath>
 #include <fstream>
@@ -13,16 +13,18 @@ using json = nlohmann::json;
 
 namespace la::cli {
 
-const char* const kBatchHelp =
+const char* const kJobHelp =
     "\nBatch jobs:\n"
     "  SIGINT or SIGTERM (Ctrl-C, scancel, Slurm's --signal, mpirun/srun forwarding it to the ranks; any rank)\n"
     "  stops the run cleanly: the request in flight finishes if it can within --stop-grace seconds, else it is\n"
-    "  dropped (never half-written); every finished record is in --output; --trie-state / --pool-state are saved;\n"
-    "  the ranks are released. A second signal exits at once. Continue with --resume.\n"
+    "  dropped (never half-written); every finished record is in --output; the ranks are released. A second\n"
+    "  signal exits at once. Continue with --resume.\n"
+    "  --trie-state / --pool-state / --suffix-state are saved (atomically) after every finished request, so even a\n"
+    "  job killed outright (SIGKILL, a lost node) keeps the state of every request in --output.\n"
     "Exit status: 0 done; 1 error; 2 usage error; 130 interrupted by SIGINT, 143 by SIGTERM (128 + signal;\n"
     "  under plain mpirun the job's status is mpirun's own, 1; launch/mpirun.sh and srun pass 130/143 on).\n";
 
-void add_batch_options(po::options_description& d, BatchOptions& b) {
+void add_job_options(po::options_description& d, JobOptions& b) {
   d.add_options()
       ("resume", po::bool_switch(&b.resume),
        "continue an interrupted run: keep the records already in --output, skip their ids (a cut-off last "
@@ -40,7 +42,7 @@ void add_batch_options(po::options_description& d, BatchOptions& b) {
        "and after every N prompts (0: off)");
 }
 
-void BatchOptions::validate() const {
+void JobOptions::validate() const {
   LA_CHECK(!(resume && overwrite), "give only one of --resume and --overwrite");
   LA_CHECK(std::isfinite(progress_interval) && progress_interval >= 0, "--progress-interval must be >= 0 (got ",
            progress_interval, ")");

@@ -1,11 +1,11 @@
 // One decoding step, the only copy of it: generation (Generator), Ouroboros' draft model and the strategy tests
-// all call StepLoop::step():
+// all call StepRunner::step():
 //
 //   [controller: choose budget] -> strategy.plan -> validate -> executor.run (one forward) -> verify
 //   -> strategy.update (sees the sequence before the new tokens) -> append (cut at eos / length)
 //   -> executor.commit -> [controller: observe] -> stats
 //
-// The loop owns the sequence and every per-step buffer (plan, results, verdict, commit path); they keep their
+// The runner owns the sequence and every per-step buffer (plan, results, verdict, commit path); they keep their
 // capacity across steps and requests, so a step allocates nothing once they have held the largest step.
 // No libtorch.
 #pragma once
@@ -25,8 +25,8 @@ struct RequestStats {
   int prompt_tokens = 0;
   int new_tokens = 0;
   int steps = 0;                 // forward passes after the prefill
-  int64_t draft_tokens = 0;      // verify nodes planned (root excluded), summed over steps
-  int64_t lookahead_tokens = 0;  // non-verify nodes planned, summed over steps
+  int64_t draft_tokens = 0;      // draft nodes planned (root excluded), summed over steps
+  int64_t lookahead_tokens = 0;  // non-draft nodes planned, summed over steps
   int64_t step_tokens = 0;       // plan nodes (root included), summed over steps
   std::vector<int64_t> accept_hist;  // accept_hist[k]: steps that produced k new tokens
   double seconds = 0, prefill_s = 0, draft_s = 0, forward_s = 0, verify_s = 0, commit_s = 0;
@@ -50,10 +50,10 @@ struct StepLimits {
 
 using Verifier = std::function<Verdict(const StepPlan&, const std::vector<int32_t>&)>;
 
-class StepLoop {
+class StepRunner {
  public:
-  // `exec` and `strategy` must outlive the loop; `cfg` gives the eos ids.
-  StepLoop(StepExecutor& exec, Strategy& strategy, const ModelConfig& cfg)
+  // `exec` and `strategy` must outlive the runner; `cfg` gives the eos ids.
+  StepRunner(StepExecutor& exec, Strategy& strategy, const ModelConfig& cfg)
       : exec_(exec), strategy_(strategy), cfg_(cfg) {}
   // A request starts: prefill (executor), strategy.begin_request, fresh stats. done() at once if max_new == 0.
   void begin(const std::vector<int32_t>& prompt, const SampleParams& sp, const StepLimits& limits);

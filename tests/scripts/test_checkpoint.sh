@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The strategy's state is saved after every finished request (Strategy::checkpoint, src/cli/request_loop.cpp): a
+# one-process batch job killed with SIGKILL mid-batch (no handler, no exit hook runs) still leaves a state file
+# that holds exactly the finished requests: byte for byte the file an uninterrupted run of those requests writes
+# (so it is loadable and nothing is lost but the request in flight); --resume with it then completes the output
+# to the records of an uninterrupted run. For --trie-state (trie) and --suffix-state (suffix); ouroboros's
+# --pool-state goes through the same StateCheckpoint (its own round trip: tests/model/test_ouroboros.cpp), but a
+# batch with its draft model takes over a minute here.
+# labels: cli
+# timeout: 300
+set -u
+BUILD=$1; SRC=$2; SHARED=$3
+BIN=$BUILD/lookahead
+M=$SHARED/models/stories260K
+P=$SHARED/datasets/tinystories/prompts.jsonl
+skip() { echo "SKIP: $*"; exit 77; }
+[ -x "$BIN" ] || skip "$BIN is not built"
+[ -d "$M" ] && [ -f "$P" ] || skip "shared models or prompts missing"
+export OMP_NUM_THREADS=1
+T=$(mktemp -d)
+JOB=""
+cleanup() { [ -n "$JOB" ] && kill -9 "$JOB" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
+
+# same_ids A B N: the two JSONL files hold the same N records (id -> ids).
+same_ids() {
+  python3 - "$@" <<'PY'
+import json, sys
+def load(p):
+    return {json.dumps(r["id"]): r["ids"] for r in map(json.loads, filter(str.strip, open(p)))}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+sys.exit(0 if a == b and len(a) == int(sys.argv[3]) else 1)
+PY
+}
+
+NP=60
+head -n $NP "$P" > "$T/p.jsonl"
+# --adaptive off: every step carries the full draft, so the batch takes seconds and the kill lands mid-batch.
+G=(generate --model "$M" --max-new-tokens 48 --adaptive off --threads 1 --quiet)
+declare -A ARGS=(
+  [trie]="--strategy trie --decoding-length 32 --trie-state"
+  [suffix]="--strategy suffix --suffix-state"
+)
+
+# kill_case NAME: run the batch, SIGKILL it once 4 records are out, check the state file, resume.
+kill_case() {
+  local name=$1 extra out=$T/$1.jsonl state=$T/$1.state
+  read -r -a extra <<<"${ARGS[$name]}"
+  "$BIN" "${G[@]}" --input "$T/p.jsonl" "${extra[@]}" "$T/$name.ref-state" --output "$T/$name.ref.jsonl" \
+    2>"$T/err" || { bad "$name: the uninterrupted run failed"; tail -n 3 "$T/err"; return; }
+  "$BIN" "${G[@]}" --input "$T/p.jsonl" "${extra[@]}" "$state" --output "$out" 2>"$T/err" &
+  JOB=$!
+  local i
+  for ((i = 0; i < 600; i++)); do
+    [ "$(lines "$out")" -ge 4 ] && break
+    kill -0 "$JOB" 2>/dev/null || break
+    sleep 0.05
+  done
+  sleep 0.1  # into the next request
+  if ! kill -9 "$JOB" 2>/dev/null; then bad "$name: the job ended before the kill"; JOB=""; return; fi
+  wait "$JOB" 2>/dev/null; JOB=""
+  local n; n=$(lines "$out")
+  if [ "$n" -ge "$NP" ]; then bad "$name: the job finished before the kill"; return; fi
+  if [ ! -s "$state" ]; then bad "$name: killed after $n records: no state file"; return; fi
+  # The state of exactly the first n requests, from an uninterrupted run of those alone. A kill that fell
+  # between record n's write and its checkpoint (about a millisecond) leaves the state of n - 1.
+  local k got=""
+  for k in "$n" $((n - 1)); do
+    head -n "$k" "$T/p.jsonl" > "$T/first.jsonl"
+    rm -f "$T/first.state"
+    "$BIN" "${G[@]}" --input "$T/first.jsonl" "${extra[@]}" "$T/first.state" --output "$T/first.out" --overwrite \
+      2>"$T/err" \
+      || { bad "$name: the run of the first $k prompts failed"; tail -n 3 "$T/err"; return; }
+    if cmp -s "$state" "$T/first.state"; then got=$k; break; fi
+  done
+  if [ "$got" = "$n" ]; then ok "$name: SIGKILL after $n of $NP records: the state file ($(stat -c %s "$state") bytes) is that of the $n finished requests"
+  elif [ -n "$got" ]; then ok "$name: SIGKILL after $n records, between the last record and its checkpoint: the state holds $got requests"
+  else bad "$name: SIGKILL after $n records: the state file is neither that of $n nor of $((n - 1)) requests"; fi
+  "$BIN" "${G[@]}" --input "$T/p.jsonl" "${extra[@]}" "$state" --output "$out" --resume 2>"$T/err" \
+    || { bad "$name: --resume with the saved state failed"; tail -n 3 "$T/err"; return; }
+  if same_ids "$T/$name.ref.jsonl" "$out" "$NP"; then ok "$name: --resume completed to the $NP records of the uninterrupted run"
+  else bad "$name: the resumed records differ from the uninterrupted run"; fi
+}
+
+for name in trie suffix; do kill_case "$name"; done
+[ $fails = 0 ] && echo "PASS" || echo "$fails failure(s)"
+[ $fails = 0 ]
