@@ -19,10 +19,10 @@
 //   draft proposes nothing for the rest of the request (the target continues; extensions still apply, keyed by
 //   the root). A prompt longer than the draft's context disables the draft for the request.
 //
-// Target plan (one forward): the root, the draft chain (d_1..d_C, all verify=1, C <= max_depth), and at the chain's
+// Target plan (one forward): the root, the draft chain (d_1..d_C, all draft=1, C <= max_depth), and at the chain's
 // end node up to K = `extensions` phrases from the pool that start with the chain's last token (the root when
 // C = 0): phrase [last, p_1..p_n] hangs p_1..p_n off the chain end, merged as a trie (shared prefixes share nodes),
-// verify=1, cut at max_depth. Phrases holding tokens outside the vocabulary are skipped.
+// draft=1, cut at max_depth. Phrases holding tokens outside the vocabulary are skipped.
 //
 // The target's plan for gamma = 4 and K = 2 extensions, pool phrases [d4 p q] and [d4 s t] keyed by the
 // chain's last token; every node is a draft node, numbered by plan index (depth = distance from r0):
@@ -143,7 +143,7 @@ class OuroborosStrategy final : public Strategy {
   void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>& results,
               const Verdict& v) override {
     const int accepted = static_cast<int>(v.path.size()) - 1;
-    state_.changed();  // every step inserts or refreshes pool phrases
+    state_.changed();  // the step may insert, replace or refresh pool phrases (a cheap over-estimate)
     const int m = std::min(accepted, chain_len_);  // the chain hangs off the root, extensions off its end
     accepted_ += m;
     ext_accepted_ += accepted - m;
