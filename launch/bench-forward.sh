@@ -44,8 +44,10 @@ for t in tokens:
     print(f"{'~150':>8s} {t:7d} {on:13.3f} {on / ms[('on', tokens[0])]:11.2f} {off:13.3f} {off / on:11.2f}")
 PY
   else
+    # ATen's OpenMP threads would spin after each reference forward and steal the cores from the kernels' pool
+    # in the interleaved timing: passive waiting keeps the two paths from disturbing each other.
     for r in $(seq "${RUNS:-3}"); do
-      "$LOOKAHEAD_BIN" bench-forward --model "$MODEL" --threads "${THREADS:-1}" --kernels both --tokens "$TOKENS" \
+      OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "$LOOKAHEAD_BIN" bench-forward --model "$MODEL" --threads "${THREADS:-1}" --kernels both --tokens "$TOKENS" \
         --context "${CONTEXT:-256}" "$@"
     done
   fi
