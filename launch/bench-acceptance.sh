@@ -6,7 +6,7 @@
 #
 #   launch/bench-acceptance.sh [N_PER_SET (20)] [MAX_NEW (128)]
 #   env: MODEL (cached name or directory), THREADS (2), OUT (out/acceptance), LLAMA=0 (no llama.cpp rows),
-#        SETS (a comma list of the sets above; default all)
+#        SETS (a comma list of the sets above; default all), BUDGETS (default 8,16,32)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 N=${1:-20}

@@ -117,6 +117,7 @@ def arctic(recs, budget, cold):
     return acc / steps if steps else 0.0
 
 
+BUDGETS = [int(x) for x in os.environ.get("BUDGETS", "8,16,32").split(",") if x]  # env BUDGETS: e.g. "16"
 LLAMA_BIN = os.environ.get("LLAMA_BIN", "")
 LLAMA_GGUF = os.environ.get("LLAMA_GGUF", "")
 # One sampled token of llama-lookup's debug log (examples/lookup/lookup.cpp, LOG_DBG): drafted token accepted, or not.
@@ -199,7 +200,7 @@ def main():
                 f.write(json.dumps({"prompt_ids": r["prompt_ids"], "ids": r["ids"]}) + "\n")
         texts = llama_prompt_texts(lookahead, model, recs, out_dir) if LLAMA_BIN and LLAMA_GGUF else None
         for mode in ("cold", "warm"):
-            for b in (8, 16, 32):
+            for b in BUDGETS:
                 row = {"set": name, "mode": mode, "budget": b, "requests": len(recs),
                        "tokens": sum(len(r["ids"]) for r in recs)}
                 for s in ("trie", "suffix", "prompt-lookup"):

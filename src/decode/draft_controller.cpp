@@ -120,7 +120,11 @@ int DraftController::probe_interval(int pick, int up) const {
 
 int DraftController::choose(int context) {
   context_ = std::clamp(context, 0, static_cast<int>(ctx_.size()) - 1);
+  // A hint of 0 (nothing to draft this step) is not used: the plan is empty whatever the budget, and the step
+  // is counted at the budget the statistics choose (not as a plain step the controller chose), as before hints.
   hint_ = s_.draft_size_hint();
+  empty_ = hint_ == 0;
+  if (empty_) hint_ = -1;
   const int top = model_.levels() - 1;
   probe_ = false;
   int pick = 0;
@@ -199,7 +203,7 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
     while (upto > 0 && model_.ladder()[upto] > r) --upto;
   accepted_by_budget(model_.ladder(), upto, path_ranks_, r, acc_, nodes_);
   // A step whose strategy had nothing to draft (size hint 0) says nothing about drafting: only its class sees it.
-  if (hint_ != 0 || ctx_.size() == 1) model_.observe(upto, acc_, nodes_);
+  if (!empty_ || ctx_.size() == 1) model_.observe(upto, acc_, nodes_);
   if (ctx_.size() > 1) ctx_[context_].observe(upto, acc_, nodes_);
   if (host_seconds >= 0) {
     host_s_[level_] = host_seen_[level_] ? host_s_[level_] + 0.1 * (host_seconds - host_s_[level_]) : host_seconds;

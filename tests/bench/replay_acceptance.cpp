@@ -18,7 +18,9 @@
 // linear between points, the last slope beyond). With --cost, the output adds the simulated cost of the steps
 // run (sum of cost(plan tokens)) and tokens per cost relative to plain decoding (1 token per cost(1)): the
 // controller judged on a real trace and a measured cost curve without the timing noise of a shared machine.
+// REPLAY_DEBUG=1: one stderr line per step, "class|size hint|budget (-1: fixed)|plan nodes|accepted".
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>

@@ -103,7 +103,8 @@ class DraftController {
   AcceptanceModel model_;                // every step
   std::vector<AcceptanceModel> ctx_;     // per context class
   int context_ = 0;
-  int hint_ = -1;  // the strategy's draft_size_hint() for the coming step
+  int hint_ = -1;       // the strategy's draft_size_hint() for the coming step (-1: none, or nothing to draft)
+  bool empty_ = false;  // the strategy had nothing to draft this step (hint 0)
   std::vector<double> host_s_;
   std::vector<uint8_t> host_seen_;
   int level_ = 0;
