@@ -172,6 +172,10 @@ int DraftController::choose(int context) {
       if (pick == top) since_probe_[context_] = 0;
     }
   }
+  // A budget at or above the size hint is the whole draft: reported as the largest budget (the same plan; the
+  // statistics only learn the levels the plan held, see observe), so "drafts the whole draft" reads the same
+  // whichever of the equal levels scored highest.
+  if (hint_ >= 0 && pick > 0 && model_.ladder()[pick] >= hint_) pick = top;
   level_ = pick;
   const int b = model_.ladder()[pick];
   s_.set_draft_budget(b);
