@@ -70,6 +70,15 @@ const AcceptanceModel& DraftController::current() const {
 // whose plan it accepted whole, step after step); a class accepting half its nodes expects a quarter per extra
 // node. Planning that level measures it, and the measurement replaces the extrapolation.
 double DraftController::expected_accepted(int level) const {
+  // With a hint, each level's statistics come from a different set of steps (those whose plan held it), so they
+  // need not grow with the budget; a larger budget never accepts less on the same step, so take the running max.
+  double below = 0;
+  if (hint_ >= 0)
+    for (int k = 1; k < level; ++k) below = std::max(below, accepted_at(k));
+  return std::max(below, accepted_at(level));
+}
+
+double DraftController::accepted_at(int level) const {
   const AcceptanceModel& c = current();
   int l = level;
   while (l > 0 && c.weight(l) <= 0) --l;

@@ -91,7 +91,8 @@ class DraftController {
 
  private:
   double step_cost(int level, double nodes) const;
-  double nodes_at(int level) const;  // draft nodes a plan at this level holds: the hint's, or the expected
+  double nodes_at(int level) const;
+  double accepted_at(int level) const;  // one level's estimate (expected_accepted: the running max with a hint)  // draft nodes a plan at this level holds: the hint's, or the expected
   const AcceptanceModel& current() const;  // the statistics for the current context class
   double host(int level) const;
   int warmup_level() const;
