@@ -1,8 +1,10 @@
 """Body of launch/bench-acceptance.sh: mean accepted draft tokens per step at equal budgets, on the same greedy
-traces, for our trie, suffix and prompt lookup (build/tests/la_replay_acceptance) and arctic-inference's suffix tree
-(its own SuffixDecodingCache and simulator.py's suffix_decode, built by launch/build-arctic.sh).
+traces, for our trie, suffix and prompt lookup (build/tests/la_replay_acceptance), arctic-inference's suffix tree
+(its own SuffixDecodingCache and simulator.py's suffix_decode, built by launch/build-arctic.sh) and llama.cpp's
+lookup decoding (its own llama-lookup binary run on the same prompt ids, built by launch/build-llamacpp.sh).
 
   python bench_acceptance.py LOOKAHEAD REPLAY MODEL SHARED OUT_DIR N MAX_NEW [THREADS]
+  env LLAMA_BIN (dir with llama-lookup, llama-tokenize), LLAMA_GGUF (the model's F32 GGUF): unset = no llama rows
 
 1. Traces: the first N prompts of HumanEval (raw code), MBPP, GSM8K, MT-Bench (first turn), CNN/DM (articles up to
    4000 characters) and Spec-Bench (first turn), chats through the model's template ("messages"), decoded greedily
@@ -12,9 +14,19 @@ traces, for our trie, suffix and prompt lookup (build/tests/la_replay_acceptance
    cap on draft nodes per step for everyone (ours: the controller's budget, Strategy::set_draft_budget, with
    --suffix-max-tokens / --pl-num-tokens raised to it; the trie keeps decoding length 64), arctic max_spec_tokens (tree speculation on, its defaults otherwise: max_spec_factor 1,
    min_token_prob 0.1, max_tree_depth 24 as vLLM's).
+3. llama.cpp's lookup: llama-lookup itself, greedy, on the trace's prompt ids (the prompt detokenized, checked to
+   tokenize back to the same ids by llama-tokenize), with --spec-draft-n-max = budget (its only draft-size option:
+   the most tokens of its one linear draft per step; ours and arctic's budget caps the nodes of a tree). Its
+   debug log (-v) names every sampled token and whether it matched the draft, so the generated ids are compared
+   with the trace token by token, and the steps are cut at the trace's length exactly as the replay does (the
+   tool itself runs past -n by up to one draft). Its first token comes from the prefill forward, which drafts
+   nothing; the replay's first step may draft after the prompt. Cold: no cache file; warm: one dynamic cache file
+   (-lcd: loaded at start, merged with the request's context n-grams and saved at exit by the tool) over the set's
+   requests in order. Its static cache (-lcs) is a corpus file made offline (llama-lookup-create), not earlier
+   requests, so it is not used.
 Prints a markdown table and writes OUT_DIR/acceptance.json.
 """
-import gzip, json, os, subprocess, sys
+import gzip, json, os, re, subprocess, sys
 
 CNN_MAX_CHARS = 4000
 
@@ -45,7 +57,11 @@ def load_sets(shared, n):
     # math_reasoning, rag (80 each, in that order), taken round-robin.
     sb = [json.loads(l)["turns"][0] for l in open(os.path.join(d, "spec_bench/question.jsonl"))]
     sets["spec-bench"] = [chat(sb[80 + 80 * (i % 5) + i // 5]) for i in range(n)]
-    return sets
+    only = [x for x in os.environ.get("SETS", "").split(",") if x]  # env SETS: a subset, e.g. "gsm8k,cnn-dm"
+    unknown = set(only) - set(sets)
+    if unknown:
+        raise SystemExit(f"bench-acceptance: unknown set(s) {sorted(unknown)}; known: {','.join(sets)}")
+    return {k: v for k, v in sets.items() if not only or k in only}
 
 
 def traces(lookahead, model, sets, out_dir, max_new, threads):
@@ -101,6 +117,69 @@ def arctic(recs, budget, cold):
     return acc / steps if steps else 0.0
 
 
+BUDGETS = [int(x) for x in os.environ.get("BUDGETS", "8,16,32").split(",") if x]  # env BUDGETS: e.g. "16"
+LLAMA_BIN = os.environ.get("LLAMA_BIN", "")
+LLAMA_GGUF = os.environ.get("LLAMA_GGUF", "")
+# One sampled token of llama-lookup's debug log (examples/lookup/lookup.cpp, LOG_DBG): drafted token accepted, or not.
+LOOKUP_EVENT = re.compile(r"the sampled target token (?:matches the \d+th drafted token \((\d+), |\((\d+), )")
+
+
+def llama_prompt_texts(lookahead, model, recs, work):
+    """The prompts' texts for llama.cpp (our tokenizer's decode, special tokens as their text), each with whether
+    llama-tokenize (parse special, BOS as the model says, as llama-lookup tokenizes) gives back the same ids."""
+    inp = os.path.join(work, "prompt-ids.jsonl")
+    with open(inp, "w") as f:
+        for i, r in enumerate(recs):
+            f.write(json.dumps({"id": str(i), "ids": r["prompt_ids"]}) + "\n")
+    out = subprocess.run([lookahead, "tokenize", "--model", model, "--decode", "--input", inp], check=True,
+                         capture_output=True, text=True).stdout
+    texts = {j["id"]: j["text"] for j in map(json.loads, out.splitlines())}
+    res = []
+    for i, r in enumerate(recs):
+        text = texts[str(i)]
+        t = subprocess.run([os.path.join(LLAMA_BIN, "llama-tokenize"), "-m", LLAMA_GGUF, "-p", text, "--ids",
+                            "--log-disable", "--no-escape"], capture_output=True, text=True, check=True)
+        res.append((text, json.loads(t.stdout.strip().splitlines()[-1]) == list(r["prompt_ids"])))
+    return res
+
+
+def llama_lookup(texts, recs, budget, cold, work, threads):
+    """llama-lookup on every trace's prompt: (mean accepted per step, requests whose generated ids equal the trace,
+    requests whose prompt tokenized to the same ids)."""
+    steps = acc = same = prompt_ok = 0
+    lcd = os.path.join(work, f"lookup-{budget}.lcd")
+    if os.path.exists(lcd):
+        os.remove(lcd)
+    for r, (text, ok) in zip(recs, texts):
+        prompt_ok += ok
+        trace = r["ids"]
+        cmd = [os.path.join(LLAMA_BIN, "llama-lookup"), "-m", LLAMA_GGUF, "-p", text, "-n", str(len(trace)),
+               "-c", "4096", "--temp", "0", "--seed", "0", "--no-escape", "--spec-draft-n-max", str(budget), "-v"]
+        if threads:
+            cmd += ["-t", str(threads), "-tb", str(threads)]
+        if not cold:
+            cmd += ["-lcd", lcd]
+        p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise SystemExit(f"bench-acceptance: llama-lookup failed ({p.returncode}): {p.stderr[-2000:]}")
+        ev = [(bool(a), int(a or b)) for a, b in LOOKUP_EVENT.findall(p.stderr)]
+        if not ev:
+            raise SystemExit(f"bench-acceptance: no token events in llama-lookup's log: {p.stderr[-2000:]}")
+        ids = [t for _a, t in ev]
+        same += ids[:len(trace)] == trace
+        # ev[0] is the prefill's token; then each step is a run of accepted drafts closed by one non-matching token.
+        remaining, run = len(trace) - 1, 0
+        for accepted, _t in ev[1:]:
+            if remaining <= 0:
+                break
+            if accepted:
+                run += 1
+                continue
+            a = min(run, remaining - 1)  # the replay's cap: a step's tokens never pass the trace's end
+            steps, acc, remaining, run = steps + 1, acc + a, remaining - (a + 1), 0
+    return (acc / steps if steps else 0.0), same, prompt_ok
+
+
 def main():
     lookahead, replay, model, shared, out_dir, n, max_new = sys.argv[1:8]
     threads = int(sys.argv[8]) if len(sys.argv) > 8 else 0
@@ -119,8 +198,9 @@ def main():
         with open(part, "w") as f:
             for r in recs:
                 f.write(json.dumps({"prompt_ids": r["prompt_ids"], "ids": r["ids"]}) + "\n")
+        texts = llama_prompt_texts(lookahead, model, recs, out_dir) if LLAMA_BIN and LLAMA_GGUF else None
         for mode in ("cold", "warm"):
-            for b in (8, 16, 32):
+            for b in BUDGETS:
                 row = {"set": name, "mode": mode, "budget": b, "requests": len(recs),
                        "tokens": sum(len(r["ids"]) for r in recs)}
                 for s in ("trie", "suffix", "prompt-lookup"):
@@ -130,18 +210,29 @@ def main():
                 except ImportError as e:
                     row["arctic"] = None
                     row["arctic_error"] = str(e)
+                if texts is not None:
+                    row["llama"], row["llama_same_trace"], row["llama_prompt_ok"] = llama_lookup(
+                        texts, recs, b, mode == "cold", out_dir, threads)
+                else:
+                    row["llama"] = None
                 results.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
     json.dump(results, open(os.path.join(out_dir, "acceptance.json"), "w"), indent=1)
-    print("| set | mode | budget | trie | suffix | prompt lookup | arctic suffix | best ours / arctic |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| set | mode | budget | trie | suffix | prompt lookup | arctic suffix | llama.cpp lookup | best ours / "
+          "best peer | llama.cpp ids == trace |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         best = max(r["trie"], r["suffix"], r["prompt-lookup"])
-        a = r["arctic"]
-        ratio = f"{best / a:.2f}" if a else "-"
+        peers = [x for x in (r["arctic"], r["llama"]) if x is not None]
+        peer = max(peers) if peers else None
+        ratio = "-" if peer is None else ("inf" if peer == 0 else f"{best / peer:.2f}")
         fmt = lambda x: "-" if x is None else f"{x:.2f}"
+        same = f"{r['llama_same_trace']}/{r['requests']}" if r["llama"] is not None else "-"
         print(f"| {r['set']} | {r['mode']} | {r['budget']} | {fmt(r['trie'])} | {fmt(r['suffix'])} | "
-              f"{fmt(r['prompt-lookup'])} | {fmt(a)} | {ratio} |")
+              f"{fmt(r['prompt-lookup'])} | {fmt(r['arctic'])} | {fmt(r['llama'])} | {ratio} | {same} |")
+    bad = sorted({r["set"] for r in results if r["llama"] is not None and r["llama_prompt_ok"] != r["requests"]})
+    if bad:
+        print(f"WARNING: llama.cpp tokenizes some prompts of {', '.join(bad)} differently from the trace's ids")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ DraftController::DraftController(Strategy& strategy, const StepCostModel& cost, 
            "draft controller: bad options");
   ctx_.assign(std::max(1, strategy.draft_contexts()), model_);
   since_probe_.assign(ctx_.size(), 0);
+  class_warm_.assign(ctx_.size(), 0);
   ctx_steps_.assign(ctx_.size() * model_.levels(), 0);
   host_s_.assign(model_.levels(), 0.0);
   host_seen_.assign(model_.levels(), 0);
@@ -55,48 +56,100 @@ double DraftController::step_cost(int level, double nodes) const {
 
 // A context class seen before uses its own statistics (levels it never planned borrow its nearest planned level
 // below, like any AcceptanceModel); a class never seen uses the strategy-wide ones.
+// A class that only ran plain steps (weight only at level 0) knows nothing about drafting: strategy-wide too.
 const AcceptanceModel& DraftController::current() const {
   const auto& c = ctx_[context_];
-  return c.weight(0) > 0 ? c : model_;
+  return model_.levels() > 1 && c.weight(1) > 0 ? c : model_;
 }
 
-double DraftController::expected_accepted(int level) const { return current().expected_accepted(level); }
+// A level never planned (in the current class) borrows its nearest planned level below (AcceptanceModel's
+// cautious rule), except as follows.
+// With a size hint, a level above the highest planned one is extrapolated from it: each extra draft node counts
+// r^2 tokens, r = accepted / planned nodes there. A class that accepts its whole plan (r = 1: a copied span) is
+// then expected to accept more of a longer one, instead of "no gain above" (which kept such a class at a budget
+// whose plan it accepted whole, step after step); a class accepting half its nodes expects a quarter per extra
+// node. Planning that level measures it, and the measurement replaces the extrapolation.
+double DraftController::expected_accepted(int level) const {
+  // With a hint, each level's statistics come from a different set of steps (those whose plan held it), so they
+  // need not grow with the budget; a larger budget never accepts less on the same step, so take the running max.
+  double below = 0;
+  if (hint_ >= 0)
+    for (int k = 1; k < level; ++k) below = std::max(below, accepted_at(k));
+  return std::max(below, accepted_at(level));
+}
+
+double DraftController::accepted_at(int level) const {
+  const AcceptanceModel& c = current();
+  int l = level;
+  while (l > 0 && c.weight(l) <= 0) --l;
+  double acc = c.expected_accepted(l);
+  if (hint_ >= 0 && l < level && c.weight(l) > 0) {
+    const double held = c.expected_nodes(l);
+    const double extra = nodes_at(level) - held;
+    if (held > 0 && extra > 0) {
+      const double r = std::min(1.0, acc / held);
+      acc += extra * r * r;
+    }
+  }
+  return hint_ >= 0 ? std::min(acc, nodes_at(level)) : acc;
+}
 
 double DraftController::expected_nodes(int level) const { return current().expected_nodes(level); }
 
+double DraftController::nodes_at(int level) const {
+  if (hint_ >= 0) return std::min(model_.ladder()[level], hint_);
+  return expected_nodes(level);
+}
+
 double DraftController::score(int level) const {
-  return (1 + expected_accepted(level)) / step_cost(level, expected_nodes(level));
+  return (1 + expected_accepted(level)) / step_cost(level, nodes_at(level));
 }
 
 bool DraftController::could_pay(int level) const {
-  const int b = model_.ladder()[level];
-  return level > 0 && (1.0 + b) / step_cost(level, b) > score(0);
+  const int b = hint_ >= 0 ? std::min(model_.ladder()[level], hint_) : model_.ladder()[level];
+  return level > 0 && b > 0 && (1.0 + b) / step_cost(level, b) > score(0);
 }
 
 // The largest level that could pay and costs at most warmup_cost plain steps (0: none).
 int DraftController::warmup_level() const {
   const double cap = opt_.warmup_cost * step_cost(0, 0);
   for (int l = model_.levels() - 1; l > 0; --l)
-    if (could_pay(l) && step_cost(l, model_.ladder()[l]) <= cap) return l;
+    if (could_pay(l) && step_cost(l, hint_ >= 0 ? nodes_at(l) : model_.ladder()[l]) <= cap) return l;
   return 0;
 }
 
 // Steps between probes above `pick`: probe_every, or more when a probe's extra cost would take more than
 // probe_share of the step time.
-int DraftController::probe_interval(int pick) const {
-  const double base = step_cost(pick, expected_nodes(pick));
-  const double extra = step_cost(pick + 1, model_.ladder()[pick + 1]) - base;
+int DraftController::probe_interval(int pick, int up) const {
+  const double base = step_cost(pick, nodes_at(pick));
+  const double extra = step_cost(up, hint_ >= 0 ? nodes_at(up) : model_.ladder()[up]) - base;
   const double need = extra / std::max(1e-12, opt_.probe_share * base);
   return std::max(opt_.probe_every, static_cast<int>(std::min(need, 1e6)));
 }
 
 int DraftController::choose(int context) {
   context_ = std::clamp(context, 0, static_cast<int>(ctx_.size()) - 1);
+  // A hint of 0 (nothing to draft this step) is not used: the plan is empty whatever the budget, and the step
+  // is counted at the budget the statistics choose (not as a plain step the controller chose), as before hints.
+  hint_ = s_.draft_size_hint();
+  empty_ = hint_ == 0;
+  if (empty_) hint_ = -1;
   const int top = model_.levels() - 1;
   probe_ = false;
   int pick = 0;
   if (top > 0) {
-    const int warm = counters_.steps < opt_.warmup_steps ? warmup_level() : 0;
+    int warm = counters_.steps < opt_.warmup_steps ? warmup_level() : 0;
+    // A class's warm-up, with a size hint: its first warmup_steps drafts plan the whole draft (one step measures
+    // every level below it), so a class of long chained matches is judged on long drafts from the start instead
+    // of climbing one level per probe from the strategy-wide choice.
+    if (warm == 0 && hint_ > 0 && class_warm_[context_] < opt_.warmup_steps) {
+      int l = 1;
+      while (l < top && model_.ladder()[l] < hint_) ++l;
+      if (could_pay(l)) {
+        warm = l;
+        ++class_warm_[context_];
+      }
+    }
     if (warm > 0) {
       pick = warm;
       ++counters_.warmup_steps;
@@ -107,17 +160,20 @@ int DraftController::choose(int context) {
         const double sc = score(l);
         // Over a plain step, a draft that costs more must win by min_gain (estimates are noisy; a plain step is
         // the safe default); among drafts, a larger one within prefer_larger wins.
-        const bool costlier = step_cost(l, expected_nodes(l)) > plain_cost * (1 + 1e-9);
+        const bool costlier = step_cost(l, nodes_at(l)) > plain_cost * (1 + 1e-9);
         const bool ok = pick == 0 && costlier ? sc > best * (1 + opt_.min_gain) : sc >= best * (1 - opt_.prefer_larger);
         if (ok && could_pay(l)) {
           pick = l;
           best = std::max(best, sc);
         }
       }
-      if (pick < top && ++since_probe_[context_] >= probe_interval(pick)) {
+      // No probe above a plan that already holds the whole draft (a larger budget is the same plan).
+      const int up = pick + 1;
+      const bool whole = hint_ >= 0 && model_.ladder()[pick] >= hint_;
+      if (pick < top && !whole && ++since_probe_[context_] >= probe_interval(pick, up)) {
         since_probe_[context_] = 0;
-        if (could_pay(pick + 1)) {
-          ++pick;
+        if (could_pay(up)) {
+          pick = up;
           probe_ = true;
           ++counters_.probe_steps;
         }
@@ -125,6 +181,10 @@ int DraftController::choose(int context) {
       if (pick == top) since_probe_[context_] = 0;
     }
   }
+  // A budget at or above the size hint is the whole draft: reported as the largest budget (the same plan; the
+  // statistics only learn the levels the plan held, see observe), so "drafts the whole draft" reads the same
+  // whichever of the equal levels scored highest.
+  if (hint_ >= 0 && pick > 0 && model_.ladder()[pick] >= hint_) pick = top;
   level_ = pick;
   const int b = model_.ladder()[pick];
   s_.set_draft_budget(b);
@@ -147,9 +207,17 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
     if (node <= 0 || node >= n || !plan.draft[node]) break;
     path_ranks_.push_back(rank_[node]);
   }
-  accepted_by_budget(model_.ladder(), level_, path_ranks_, r, acc_, nodes_);
-  model_.observe(level_, acc_, nodes_);
-  if (ctx_.size() > 1) ctx_[context_].observe(level_, acc_, nodes_);
+  // With a size hint the statistics of a level are those of plans that held its whole budget: a budget is costed
+  // at min(b, hint) nodes, so its acceptance must not be diluted by steps whose draft was smaller (a level-16
+  // average over 2-node drafts would make a 16-node draft look worthless). Levels above the plan's size learn
+  // nothing from this step.
+  int upto = level_;
+  if (hint_ >= 0)
+    while (upto > 0 && model_.ladder()[upto] > r) --upto;
+  accepted_by_budget(model_.ladder(), upto, path_ranks_, r, acc_, nodes_);
+  // A step whose strategy had nothing to draft (size hint 0) says nothing about drafting: only its class sees it.
+  if (!empty_ || ctx_.size() == 1) model_.observe(upto, acc_, nodes_);
+  if (ctx_.size() > 1) ctx_[context_].observe(upto, acc_, nodes_);
   if (host_seconds >= 0) {
     host_s_[level_] = host_seen_[level_] ? host_s_[level_] + 0.1 * (host_seconds - host_s_[level_]) : host_seconds;
     host_seen_[level_] = 1;

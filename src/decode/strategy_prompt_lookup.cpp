@@ -53,11 +53,16 @@ class PromptLookupStrategy : public Strategy {
   // drafted long and the second short.
   int draft_contexts() const override { return 6; }
   int draft_context(const std::vector<int32_t>& seq) override {
+    hint_ = 0;
     if (num_tokens_ <= 0 || seq.empty()) return 0;
-    index_.propose_into(seq.data(), seq.size(), 1, chain_);
+    // The whole proposal (not one token): its length is the plan's size at an unlimited budget (the hint).
+    index_.propose_into(seq.data(), seq.size(), num_tokens_, chain_);
+    hint_ = static_cast<int>(chain_.size());
     if (chain_.empty()) return 0;
     return chained_ ? 5 : std::min(4, index_.last_match_length());
   }
+
+  int draft_size_hint() const override { return hint_; }
 
   std::string draft_context_label(int c) const override {
     if (c == 5) return "chain";
@@ -76,6 +81,7 @@ class PromptLookupStrategy : public Strategy {
   PromptLookup index_;
   std::vector<int32_t> chain_;  // the proposal, reused across steps
   bool chained_ = false;        // the last step accepted 2 or more draft tokens
+  int hint_ = -1;               // draft_size_hint(): the proposal's length found by draft_context()
   uint64_t steps_ = 0, hits_ = 0, proposed_ = 0, accepted_ = 0;
 };
 

@@ -119,10 +119,13 @@ class SuffixStrategy final : public Strategy {
   int draft_context(const std::vector<int32_t>& seq) override {
     if (opt_.max_tokens <= 0 || seq.empty()) return 0;
     const SuffixDraft& d = best_draft(seq, opt_.depth);
+    hint_ = d.size();
     const int c = d.score > 0 && chained_ ? kClasses - 1 : score_class(d.score);
     ++match_hist_[c][std::min(d.match_length, 16)];
     return c;
   }
+
+  int draft_size_hint() const override { return hint_; }
 
   std::string draft_context_label(int c) const override {
     static const char* kLabels[kClasses] = {"E[acc] 0",     "E[acc] (0,0.5]", "E[acc] (0.5,1]", "E[acc] (1,2]",
@@ -207,6 +210,7 @@ class SuffixStrategy final : public Strategy {
   size_t prompt_len_ = 0, loaded_ = 0;
   bool active_ = false;
   bool chained_ = false;  // the last step accepted 2 or more draft tokens
+  int hint_ = -1;         // draft_size_hint(): the draft's nodes found by draft_context()
   uint64_t steps_ = 0, hits_ = 0, from_global_ = 0, proposed_ = 0, accepted_ = 0;
   uint64_t match_hist_[kClasses][17] = {};
 };

@@ -273,6 +273,94 @@ TEST(DraftController, StatisticsPerContextClass) {
   EXPECT_LT(c.context_steps(0, top), 100);
 }
 
+// A strategy that knows its draft before planning (like suffix and prompt lookup: Strategy::draft_size_hint): the
+// test sets each step's class, draft size and how many of its nodes the "model" accepts.
+class HintedStrategy : public Strategy {
+ public:
+  std::string name() const override { return "hinted"; }
+  void plan(const std::vector<int32_t>& seq, int, StepPlan& out) override {
+    out.reset(seq.back());
+    int p = 0;
+    for (int i = 0; i < budget_or(32) && i < hint; ++i) p = out.add(100 + i, p, true);
+  }
+  void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>&, const Verdict&) override {}
+  int max_draft_budget() const override { return 32; }
+  int draft_contexts() const override { return 2; }
+  int draft_context(const std::vector<int32_t>&) override { return cls; }
+  int draft_size_hint() const override { return hint; }
+  int cls = 0, hint = 0;
+};
+
+// The case the controller under-drafted on SmolLM2 code prompts with suffix drafting (0.81-0.85x its fixed
+// drafts on the CPU forward's cost): weak guesses (class 0: 2-node drafts, none accepted) between copied spans
+// (class 1, "chain": drafts of 16 or 4 nodes, every node accepted). On a CPU-like cost (T = 9 costs 1.9 plain
+// steps, T = 33 4.7), plain steps should serve class 0 and the whole draft class 1; the old rules kept class 1
+// at small budgets (a level above the highest planned one was assumed to gain nothing, and a budget's statistics
+// mixed 4-node with 16-node drafts) and its plain choices as "accepts nothing".
+TEST(DraftController, SizeHintsDraftWholeChainsAndSkipWeakGuesses) {
+  HintedStrategy s;
+  StepCostModel cost(affine(1e-3, 0.13e-3));
+  cost.freeze();
+  DraftController c(s, cost, no_host());
+  std::vector<int32_t> seq{1};
+  StepPlan plan;
+  double t_adaptive = 0, t_fixed = 0, tok_adaptive = 0, tok_fixed = 0;
+  int64_t weak_plain = 0, weak = 0, chain_whole = 0, chain = 0;
+  for (int i = 0; i < 800; ++i) {
+    s.cls = i % 4 == 3 ? 0 : 1;  // three chain steps, one weak guess
+    s.hint = s.cls == 0 ? 2 : (i % 8 < 4 ? 16 : 4);
+    const int good = s.cls == 0 ? 0 : s.hint;
+    const int b = c.choose(s.draft_context(seq));
+    s.plan(seq, 1000, plan);
+    Verdict v;
+    v.path.push_back(0);
+    for (int k = 1; k < plan.size() && k <= good; ++k) v.path.push_back(k);
+    c.observe(plan, v, 0.0);
+    t_adaptive += cost.step_seconds(plan.size());
+    tok_adaptive += static_cast<double>(v.path.size());
+    t_fixed += cost.step_seconds(1 + s.hint);  // --adaptive off: the whole draft every step
+    tok_fixed += 1 + good;
+    if (i >= 400) {
+      if (s.cls == 0) weak_plain += b == 0, ++weak;
+      else chain_whole += b >= s.hint, ++chain;
+    }
+  }
+  EXPECT_GE(weak_plain, weak * 9 / 10);
+  EXPECT_GE(chain_whole, chain * 9 / 10);
+  // tokens per second at least 0.95x the fixed drafts' (which pay here: 2.3x plain)
+  EXPECT_GE(tok_adaptive / t_adaptive, 0.95 * tok_fixed / t_fixed);
+}
+
+// One short request on a fresh controller (generate with one prompt): 20 weak guesses first, then a copied span
+// whose drafts are whole-accepted, 4 nodes long and then 16. The span's class is drafted whole from its first
+// steps (a class's warm-up plans its whole draft; without it the class starts from the weak guesses' statistics,
+// plain), and when its drafts grow from 4 to 16 nodes it follows at once (a level above the highest planned one is
+// extrapolated from the acceptance there, 4 of 4, instead of assumed to gain nothing).
+TEST(DraftController, SizeHintsJudgeANewChainOnItsOwnDraftsAtOnce) {
+  HintedStrategy s;
+  StepCostModel cost(affine(1e-3, 0.13e-3));
+  cost.freeze();
+  DraftController c(s, cost, no_host());
+  std::vector<int32_t> seq{1};
+  StepPlan plan;
+  int whole4 = 0, whole16 = 0;
+  for (int i = 0; i < 80; ++i) {
+    s.cls = i < 20 ? 0 : 1;
+    s.hint = i < 20 ? 2 : i < 50 ? 4 : 16;
+    const int good = s.cls == 0 ? 0 : s.hint;
+    const int b = c.choose(s.draft_context(seq));
+    s.plan(seq, 1000, plan);
+    Verdict v;
+    v.path.push_back(0);
+    for (int k = 1; k < plan.size() && k <= good; ++k) v.path.push_back(k);
+    c.observe(plan, v, 0.0);
+    if (s.hint == 4) whole4 += b >= 4;
+    if (s.hint == 16) whole16 += b >= 16;
+  }
+  EXPECT_GE(whole4, 28);
+  EXPECT_GE(whole16, 28);
+}
+
 TEST(DraftController, HostOverheadOfALevelCounts) {
   // A budget whose drafting costs 10 ms of host time (a draft model) is abandoned for plain steps.
   ChainStrategy s(4);

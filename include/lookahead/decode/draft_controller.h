@@ -18,7 +18,13 @@
 // Contexts: the strategy classifies each coming step (Strategy::draft_context: prompt lookup's match length, the
 // LADE pool's candidates for the root) and the acceptance statistics are kept per class as well as strategy-wide:
 // a class seen before is judged on its own statistics (no match: plain steps, a long match: a long draft), a
-// class never seen on the strategy-wide ones.
+// class never seen on the strategy-wide ones. A class that has only run plain steps has learned nothing about
+// drafting (a plan of budget 0 accepts nothing whatever the context), so it too is judged on the strategy-wide
+// statistics until one of its steps drafts: otherwise the first plain choice in a class (e.g. a suffix draft that
+// expects 2-4 accepted tokens) would read as "drafts accept nothing here" and keep the class plain.
+// Size hints: a strategy that knows before planning how many nodes its draft holds (Strategy::draft_size_hint:
+// suffix, prompt lookup) has each budget b costed at min(b, hint) nodes, and a budget at or above the hint (the
+// same plan) is not probed; without a hint an unplanned budget is costed as full (the cautious cost).
 // Probes are paid for: one costs its extra forward time over the chosen level, so the interval grows until probing
 // takes at most `probe_share` of the step time (with a steep cost, e.g. a compute-bound CPU forward where two
 // tokens cost 1.4 plain steps, every 16 steps would be 2.5%; on a flat GPU cost it is free and every 16 holds).
@@ -85,10 +91,12 @@ class DraftController {
 
  private:
   double step_cost(int level, double nodes) const;
+  double nodes_at(int level) const;
+  double accepted_at(int level) const;  // one level's estimate (expected_accepted: the running max with a hint)  // draft nodes a plan at this level holds: the hint's, or the expected
   const AcceptanceModel& current() const;  // the statistics for the current context class
   double host(int level) const;
   int warmup_level() const;
-  int probe_interval(int pick) const;
+  int probe_interval(int pick, int up) const;
 
   Strategy& s_;
   const StepCostModel& cost_;
@@ -96,11 +104,14 @@ class DraftController {
   AcceptanceModel model_;                // every step
   std::vector<AcceptanceModel> ctx_;     // per context class
   int context_ = 0;
+  int hint_ = -1;       // the strategy's draft_size_hint() for the coming step (-1: none, or nothing to draft)
+  bool empty_ = false;  // the strategy had nothing to draft this step (hint 0)
   std::vector<double> host_s_;
   std::vector<uint8_t> host_seen_;
   int level_ = 0;
   bool probe_ = false;
   std::vector<int64_t> since_probe_;  // per context class
+  std::vector<int> class_warm_;       // per context class: warm-up drafts planned (size hints only)
   AdaptiveCounters counters_;
   std::vector<int64_t> ctx_steps_;
   std::vector<int> rank_, path_ranks_, acc_, nodes_;  // scratch, reused every step

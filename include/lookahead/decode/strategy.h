@@ -50,6 +50,11 @@ class Strategy {
   // acceptance statistics are kept per class, so a step with a long match can draft while one without does not.
   virtual int draft_contexts() const { return 1; }
   virtual int draft_context(const std::vector<int32_t>& seq) { (void)seq; return 0; }
+  // After draft_context(seq): the verify nodes the coming plan holds at an unlimited budget, when the strategy
+  // knows it before planning (suffix: its draft tree; prompt lookup: the matched continuation), or -1. The
+  // controller then costs each budget b at exactly min(b, hint) nodes, instead of assuming an unplanned budget
+  // fills: budgets at or above the hint make the same plan.
+  virtual int draft_size_hint() const { return -1; }
   // What a context class stands for, for the stats (e.g. "match 3"): budgets are reported per class.
   virtual std::string draft_context_label(int context) const { return std::to_string(context); }
   void set_draft_budget(int budget) { budget_ = budget; }
