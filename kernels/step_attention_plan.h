@@ -1,7 +1,7 @@
 // Host-only planning of the step attention launch: the shared-memory layout of each kernel configuration, the row
 // tile chosen by the device's opt-in shared-memory limit, and the flash-decoding split count. Plain C++ (no CUDA
 // headers), so that the same code nvcc compiles into the launcher is also tested on machines without a GPU
-// (tests/cuda_static/test_attention_plan.cpp) and its layout invariants are static_asserts here.
+// (tests/cuda_static/test_cuda_host.cpp) and its layout invariants are static_asserts here.
 #pragma once
 #include <algorithm>
 #include <cstddef>

@@ -13,7 +13,7 @@
 //   level 2        c9           c10          c11          c12      c_j hangs off b_j: depth j+2
 //
 //   n-grams        r0 - v13 - v14 - v15                            the pool's n-grams keyed by r (at most G),
-//                  r0 - w16 - w17 - w18                            chains off the root, verify 1
+//                  r0 - w16 - w17 - w18                            chains off the root, draft 1
 //
 // So token (l, j) attends to the cache, the root, level 0 of columns 1..j and levels 1..l of column j: LADE's
 // lookahead mask. The outputs of the top level (c) form the next level: column j yields the n-gram

@@ -225,7 +225,7 @@ void add_suffix_flags(StrategyFlags& f, StrategyOptions& o) {
   f.add("suffix-min-prob", &s.min_prob, "suffix: drop draft nodes whose path probability is below this");
   f.add("suffix-global-mb", &s.global_mb, "suffix: memory bound of the global tree over earlier outputs "
                                           "(MiB; oldest evicted; 0: no global tree)");
-  f.add("suffix-state", &s.state, "suffix: global tree file loaded at start, saved atomically at exit");
+  f.add("suffix-state", &s.state, "suffix: global tree file loaded at start, saved atomically after every finished request");
 }
 
 void validate_suffix_options(const StrategyOptions& so) {

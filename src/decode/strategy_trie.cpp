@@ -161,7 +161,7 @@ void add_trie_flags(StrategyFlags& f, StrategyOptions& o) {
   f.add("branch-length", &o.trie.branch_length, "trie: branch length");
   f.add("trie-capacity", &o.trie.capacity, "trie: node budget (0: 32 x decoding length)");
   f.add("trie-mode", &o.trie.mode, "trie: hierarchical | parallel");
-  f.add("trie-state", &o.trie.state, "trie: state file loaded at start, saved at exit");
+  f.add("trie-state", &o.trie.state, "trie: state file loaded at start, saved atomically after every finished request");
 }
 
 void validate_trie_options(const StrategyOptions& so) {

@@ -1,4 +1,4 @@
-// The BPE model of a Hugging Face tokenizer.json (internal to src/model): vocabulary, ranked merges, and the
+// The BPE model of a Hugging Face tokenizer.json (internal to src/tokenizer): vocabulary, ranked merges, and the
 // merge loop that turns one pre-tokenized piece into ids.
 #pragma once
 #include <cstdint>

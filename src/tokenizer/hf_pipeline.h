@@ -1,4 +1,4 @@
-// The normalizer and pre-tokenizer stages of a Hugging Face tokenizer.json (internal to src/model), parsed from
+// The normalizer and pre-tokenizer stages of a Hugging Face tokenizer.json (internal to src/tokenizer), parsed from
 // their JSON and run on text. Supported: normalizers NFC/NFD/NFKC/NFKD and Sequence; pre-tokenizers Split,
 // ByteLevel, Digits and Sequence. Anything else is refused with an error naming it.
 #pragma once

@@ -1,4 +1,4 @@
-// Unicode helpers for the tokenizer.json tokenizer (internal to src/model): UTF-8 repair and streaming
+// Unicode helpers for the tokenizer.json tokenizer (internal to src/tokenizer): UTF-8 repair and streaming
 // boundaries, character properties and normalization (ICU), and regexes (PCRE2 in UTF + UCP mode).
 #pragma once
 #include <cstddef>
