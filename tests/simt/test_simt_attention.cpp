@@ -12,30 +12,14 @@
 #include "lookahead/model/step_layout.h"
 #include "step_attention.h"
 #include "simt.h"
+#include "simt_elems.h"
 
 namespace lk = la::kern;
 
 namespace {
 
-float to_f(float x) { return x; }
-float to_f(__half x) { return __half2float(x); }
-float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class E>
-E from_f(float x);
-template <>
-float from_f<float>(float x) { return x; }
-template <>
-__half from_f<__half>(float x) { return __float2half_rn(x); }
-template <>
-__nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <class E>
-lk::DType dtype_of();
-template <>
-lk::DType dtype_of<float>() { return lk::DType::F32; }
-template <>
-lk::DType dtype_of<__half>() { return lk::DType::F16; }
-template <>
-lk::DType dtype_of<__nv_bfloat16>() { return lk::DType::BF16; }
+using namespace simt_elems;
+
 
 struct Shape {
   int T, Hq, Hkv, D, L;

@@ -18,27 +18,14 @@
 #include "lookahead/model/step_layout.h"
 #include "step_attention.h"
 #include "simt.h"
+#include "simt_elems.h"
 
 namespace lk = la::kern;
 
 namespace {
 
-template <class E>
-lk::DType dtype_of();
-template <>
-lk::DType dtype_of<float>() { return lk::DType::F32; }
-template <>
-lk::DType dtype_of<__half>() { return lk::DType::F16; }
-template <>
-lk::DType dtype_of<__nv_bfloat16>() { return lk::DType::BF16; }
-template <class E>
-E from_f(float x);
-template <>
-float from_f<float>(float x) { return x; }
-template <>
-__half from_f<__half>(float x) { return __float2half_rn(x); }
-template <>
-__nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+using namespace simt_elems;
+
 
 struct Heads {
   int Hq, Hkv, D;

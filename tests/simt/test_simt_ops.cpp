@@ -14,33 +14,17 @@
 #include "kv_cache.h"
 #include "ops.h"
 #include "simt.h"
+#include "simt_elems.h"
 #include "verify.h"
 
 namespace lk = la::kern;
 
 namespace {
 
-float to_f(float x) { return x; }
-float to_f(__half x) { return __half2float(x); }
-float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class E>
-E from_f(float x);
-template <>
-float from_f<float>(float x) { return x; }
-template <>
-__half from_f<__half>(float x) { return __float2half_rn(x); }
-template <>
-__nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+using namespace simt_elems;
+
 template <class E>
 float rnd(float x) { return to_f(from_f<E>(x)); }
-template <class E>
-lk::DType dtype_of();
-template <>
-lk::DType dtype_of<float>() { return lk::DType::F32; }
-template <>
-lk::DType dtype_of<__half>() { return lk::DType::F16; }
-template <>
-lk::DType dtype_of<__nv_bfloat16>() { return lk::DType::BF16; }
 // Relative tolerance per element type: a couple of units in the last place of the stored result.
 template <class E>
 double tol() { return sizeof(E) == 4 ? 2e-6 : std::is_same_v<E, __half> ? 2e-3 : 1.6e-2; }
@@ -90,8 +74,9 @@ void rms_norm_case(int rows, int H, bool residual, uint64_t seed) {
     }
   }
   check_close(out, want, "rms_norm");
-  if (residual)
+  if (residual) {
     for (size_t k = 0; k < x.size(); ++k) ASSERT_EQ(to_f(rout[k]), want_h[k]) << "residual_out " << k;  // exact
+  }
 }
 
 TEST(SimtOps, RmsNormWithResidual) {
