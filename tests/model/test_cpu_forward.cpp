@@ -63,6 +63,16 @@ std::vector<float> step_logits(StepModel& m, const StepInput& s) {
   return lg;
 }
 
+// max |a - b| and max |b| (at least 1e-6) over two logit vectors: the two sides of the kernels-vs-ATen tolerance.
+std::pair<double, double> max_diff_and_abs(const std::vector<float>& a, const std::vector<float>& b) {
+  double maxdiff = 0, maxabs = 1e-6;
+  for (size_t j = 0; j < a.size(); ++j) {
+    maxdiff = std::max(maxdiff, std::abs(double(a[j]) - b[j]));
+    maxabs = std::max(maxabs, std::abs(double(b[j])));
+  }
+  return {maxdiff, maxabs};
+}
+
 }  // namespace
 
 // Tolerances against the ATen reference, relative to the largest |logit| of the step. fp32: both forwards are fp32
@@ -89,11 +99,7 @@ TEST(CpuForward, EqualsTheAtenReferenceWithinTheDtypesTolerance) {
         const StepInput tree = random_tree(T, int(ctx.size()), V, rng);
         const auto a = step_logits(*k, tree), b = step_logits(*ref, tree);
         ASSERT_EQ(a.size(), b.size());
-        double maxdiff = 0, maxabs = 1e-6;
-        for (size_t j = 0; j < a.size(); ++j) {
-          maxdiff = std::max(maxdiff, std::abs(double(a[j]) - b[j]));
-          maxabs = std::max(maxabs, std::abs(double(b[j])));
-        }
+        const auto [maxdiff, maxabs] = max_diff_and_abs(a, b);
         worst = std::max(worst, maxdiff / maxabs);
         EXPECT_LE(maxdiff, tol.rel * maxabs) << model << " " << tol.dtype << " T " << T;
         k->truncate(0);
@@ -227,11 +233,7 @@ TEST(CpuForwardArch, EqualsTheAtenReferenceWithinTheDtypesTolerance) {
           const StepInput tree = random_tree(T, ctx_len, V, rng, 2);  // deep: paths cross the window edge
           const auto a = step_logits(*k, tree), b = step_logits(*ref, tree);
           ASSERT_EQ(a.size(), b.size());
-          double maxdiff = 0, maxabs = 1e-6;
-          for (size_t j = 0; j < a.size(); ++j) {
-            maxdiff = std::max(maxdiff, std::abs(double(a[j]) - b[j]));
-            maxabs = std::max(maxabs, std::abs(double(b[j])));
-          }
+          const auto [maxdiff, maxabs] = max_diff_and_abs(a, b);
           worst = std::max(worst, maxdiff / maxabs);
           EXPECT_LE(maxdiff, tol.rel * maxabs) << model << " " << tol.dtype << " ctx " << ctx_len << " T " << T;
           k->truncate(0);
