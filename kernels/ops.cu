@@ -105,6 +105,37 @@ __global__ void swiglu_kernel(int I, const E* g, int64_t gs, const E* u, int64_t
   store_f<E, V>(o + t * os + i, a);
 }
 
+// out[r] = src[ids ? ids[r] : 0] (a row of zeros for an id outside [0, n_src)); W is the element's bit pattern.
+template <class W>
+__global__ void gather_rows_kernel(int N, const int32_t* __restrict__ ids, int n_src, const W* __restrict__ src,
+                                   int64_t ss, W* __restrict__ out, int64_t os) {
+  const int64_t r = blockIdx.y;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  const int id = ids ? ids[r] : 0;
+  out[r * os + i] = (id >= 0 && id < n_src) ? src[int64_t(id) * ss + i] : W(0);
+}
+
+cudaError_t launch_gather_rows(size_t es, int rows, int N, const int32_t* ids, int n_src, const void* src,
+                               int64_t ss, void* out, int64_t os, cudaStream_t stream) {
+  if (rows < 0 || N <= 0 || (rows > 0 && (!src || !out))) return cudaErrorInvalidValue;
+  const int threads = 256;
+  for (int r0 = 0; r0 < rows; r0 += 65535) {  // grid.y limit
+    const int n = rows - r0 < 65535 ? rows - r0 : 65535;
+    const dim3 grid((N + threads - 1) / threads, n);
+    const int32_t* id = ids ? ids + r0 : nullptr;
+    if (es == 4)
+      LA_LAUNCH(grid, threads, 0, stream, gather_rows_kernel<uint32_t>)(
+          N, id, n_src, static_cast<const uint32_t*>(src), ss, static_cast<uint32_t*>(out) + int64_t(r0) * os, os);
+    else
+      LA_LAUNCH(grid, threads, 0, stream, gather_rows_kernel<uint16_t>)(
+          N, id, n_src, static_cast<const uint16_t*>(src), ss, static_cast<uint16_t*>(out) + int64_t(r0) * os, os);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 bool vec_ok(size_t es, int n, std::initializer_list<std::pair<const void*, int64_t>> rows) {
   const int v = int(16 / es);
   if (n % v) return false;
@@ -198,6 +229,17 @@ cudaError_t launch_swiglu(DType dt, int T, int I, const void* gate, int64_t gate
     }
     return cudaSuccess;
   });
+}
+
+cudaError_t launch_embed_rows(DType dt, int rows, int N, const int32_t* ids, int vocab, const void* table,
+                              int64_t table_stride, void* out, int64_t out_stride, cudaStream_t stream) {
+  if (rows > 0 && !ids) return cudaErrorInvalidValue;
+  return detail::launch_gather_rows(dtype_size(dt), rows, N, ids, vocab, table, table_stride, out, out_stride, stream);
+}
+
+cudaError_t launch_broadcast_row(DType dt, int rows, int N, const void* row, void* out, int64_t out_stride,
+                                 cudaStream_t stream) {
+  return detail::launch_gather_rows(dtype_size(dt), rows, N, nullptr, 1, row, 0, out, out_stride, stream);
 }
 
 }  // namespace la::kern

@@ -29,4 +29,13 @@ cudaError_t launch_rope(DType dt, int T, int D, const int32_t* positions, const 
 cudaError_t launch_swiglu(DType dt, int T, int I, const void* gate, int64_t gate_stride, const void* up,
                           int64_t up_stride, void* out, int64_t out_stride, cudaStream_t stream);
 
+// Row gathers (the embedding lookup and the bias broadcast of the step program). Elements are copied bit for bit.
+// out[r, :N] = table[ids[r], :N] for r < rows, ids on the device (the step buffer); an id outside [0, vocab)
+// gives a row of zeros instead of reading out of bounds (the host checks ids before a step: such a row is a bug).
+cudaError_t launch_embed_rows(DType dt, int rows, int N, const int32_t* ids, int vocab, const void* table,
+                              int64_t table_stride, void* out, int64_t out_stride, cudaStream_t stream);
+// out[r, :N] = row[:N] for r < rows.
+cudaError_t launch_broadcast_row(DType dt, int rows, int N, const void* row, void* out, int64_t out_stride,
+                                 cudaStream_t stream);
+
 }  // namespace la::kern

@@ -5,6 +5,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include "cuda_step.h"      // the step program on raw pointers
 #include "torch_weights.h"  // LayerW
 
 #ifdef LOOKAHEAD_WITH_CUDA
@@ -62,7 +63,7 @@ class CudaForward {
   const Counters& counters() const { return counters_; }
 
  private:
-  void enqueue(int rows, const PaddedStepLayout& lay);  // the whole step on the current stream
+  void enqueue(int rows, const PaddedStepLayout& lay);  // the whole step on the current stream (enqueue_step)
   void rebuild_cache_table();
 
   CudaModelRefs m_;
@@ -78,6 +79,13 @@ class CudaForward {
   bool have_pool_ = false;
   c10::MempoolId_t pool_{0, 0};
   Counters counters_;
+  // The step program's view of the tensors above (filled once; the caches again in cache_changed) and its GEMMs
+  // (cuBLAS, torch_cuda_forward.cpp).
+  StepDims sd_;
+  StepWeights sw_;
+  StepBuffers sb_;
+  StepCaches sc_;
+  std::unique_ptr<StepLinear> lin_;
 };
 
 }  // namespace la

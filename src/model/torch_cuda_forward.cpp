@@ -1,6 +1,8 @@
-// The CUDA step forward: the lookahead kernels (fused add+RMSNorm, RoPE on the fused qkv, KV append at a
-// device-side length, step attention under packed ancestor bits, SwiGLU, row argmax) around cuBLAS GEMMs, on
-// static buffers, with one CUDA graph per step bucket (see cuda_forward.h and step_layout.h).
+// The CUDA step forward: the lookahead kernels (embedding gather, fused add+RMSNorm, RoPE on the fused qkv, KV
+// append at a device-side length, step attention under packed ancestor bits, SwiGLU, row argmax) around cuBLAS
+// GEMMs, on static buffers, with one CUDA graph per step bucket (see cuda_forward.h and step_layout.h). The launches
+// themselves are the device-agnostic step program (cuda_step.h: run on the CPU under the SIMT emulation by
+// test_simt_forward); this file owns the tensors, the graphs and the cuBLAS GEMMs (CublasLinear below).
 //
 // Per step the host does: pad the step to its bucket and pack the ancestor bits into one pinned buffer (with ids,
 // positions, parents and the cache length), one non-blocking host-to-device copy, one graph replay (or the eager
@@ -20,6 +22,7 @@
 #ifdef LOOKAHEAD_WITH_CUDA
 #include "cuda_forward.h"
 
+#include <ATen/cuda/CUDAContext.h>  // getCurrentCUDABlasHandle, cublas_v2.h
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -54,10 +57,57 @@ void ck(cudaError_t e, const char* what) {
 
 cudaStream_t cur_stream(const at::Device& d) { return c10::cuda::getCurrentCUDAStream(d.index()).stream(); }
 
-// ptr + elements, typed by the buffer's element size.
-void* at_elem(const at::Tensor& t, int64_t elems) { return static_cast<char*>(t.data_ptr()) + elems * t.element_size(); }
+// A weight's pointer for the step program: contiguous (row-major [N, K], row stride K), or null when absent.
+const void* wptr(const at::Tensor& t) {
+  if (!t.defined()) return nullptr;
+  LA_CHECK(t.is_contiguous(), "CUDA forward: a weight is not contiguous");
+  return t.data_ptr();
+}
+
+cudaDataType_t cuda_type(kern::DType t) {
+  switch (t) {
+    case kern::DType::F32: return CUDA_R_32F;
+    case kern::DType::F16: return CUDA_R_16F;
+    case kern::DType::BF16: return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
 
 }  // namespace
+
+// The step program's GEMMs on cuBLAS, called directly on raw pointers (no at::Tensor per call): row-major
+// y[M, N] = x[M, K] w[N, K]^T is column-major y^T = w^T x^T, i.e. cublasGemmEx(op(w) = T, op(x) = N, m = N, n = M).
+// fp32 accumulation (CUBLAS_COMPUTE_32F) with the default math mode, so no TF32 for fp32 and no reduced-precision
+// split-K reductions for 16-bit. A bias is broadcast into y first and the GEMM adds onto it (beta = 1): one rounding
+// of acc + bias to the dtype, as the LinearArgs contract and at::addmm have (a bias-add kernel after the GEMM would
+// round twice in 16-bit). Nothing here runs under the SIMT emulation: a wrong argument shows on the first GPU run
+// as a self-check mismatch (docs/gpu.md section 1), which then falls back to the ATen forward.
+class CublasLinear final : public StepLinear {
+ public:
+  cudaError_t linear(const kern::LinearArgs& a, cudaStream_t s) override {
+    if (a.bias) {
+      const cudaError_t e = kern::launch_broadcast_row(a.dt, a.M, a.N, a.bias, a.y, a.ldy, s);
+      if (e != cudaSuccess) return e;
+    }
+    cublasHandle_t h = at::cuda::getCurrentCUDABlasHandle();  // ATen's per-device handle and graph-safe workspace
+    status = cublasSetStream(h, s);
+    if (status != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+    cublasMath_t mode;
+    status = cublasGetMathMode(h, &mode);
+    if (status != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+    status = cublasSetMathMode(h, a.dt == kern::DType::F32 ? CUBLAS_DEFAULT_MATH
+                                                           : CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+    if (status != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+    const float alpha = 1.f, beta = a.bias ? 1.f : 0.f;
+    const cudaDataType_t t = cuda_type(a.dt);
+    status = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, a.N, a.M, a.K, &alpha, a.w, t, int(a.ldw), a.x, t, int(a.ldx),
+                          &beta, a.y, t, int(a.ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    const cublasStatus_t restore = cublasSetMathMode(h, mode);  // ATen's setting for its own GEMMs
+    if (status == CUBLAS_STATUS_SUCCESS) status = restore;
+    return status == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+  }
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;  // the last cuBLAS call's, for the error message
+};
 
 std::string CudaForward::unsupported_reason(const ModelConfig& c, at::ScalarType dt) {
   const std::string why = cuda_kernels_unsupported_reason(c, dt == at::kFloat ? 4 : 2);
@@ -106,6 +156,38 @@ CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs)
   hstep_ = at::zeros({big.words}, pinned);
   hout_ = at::zeros({R}, pinned);
   hcommit_ = at::zeros({R}, pinned);
+  sd_.dt = kdtype(m_.dtype);
+  sd_.H = H_;
+  sd_.Hq = Hq_;
+  sd_.Hkv = Hkv_;
+  sd_.D = D_;
+  sd_.I = I_;
+  sd_.V = V_;
+  sd_.layers = layers_;
+  sd_.eps = float(c.rms_eps);
+  sd_.split_keys = split_keys_;
+  sw_.embed = wptr(m_.embed);
+  sw_.norm = wptr(m_.norm);
+  sw_.lm_head = wptr(m_.lm_head);
+  LA_CHECK(m_.inv_freq.scalar_type() == at::kFloat, "CUDA forward: inv_freq is not fp32");
+  sw_.inv_freq = static_cast<const float*>(wptr(m_.inv_freq));
+  for (const LayerW& w : *m_.layers)
+    sw_.layers.push_back({wptr(w.ln1), wptr(w.wqkv), wptr(w.bqkv), wptr(w.wo), wptr(w.bo), wptr(w.ln2), wptr(w.wgu),
+                          wptr(w.wd)});
+  sb_.rows = R;
+  sb_.x = x_.data_ptr();
+  sb_.h = h_.data_ptr();
+  sb_.a = a_.data_ptr();
+  sb_.qkv = qkv_.data_ptr();
+  sb_.attn = attn_.data_ptr();
+  sb_.gu = gu_.data_ptr();
+  sb_.act = act_.data_ptr();
+  sb_.logits = logits_.data_ptr();
+  sb_.argmax = am_.data_ptr<int32_t>();
+  sb_.step = dstep_.data_ptr<int32_t>();
+  sb_.workspace = ws_.data_ptr();
+  sb_.workspace_bytes = size_t(ws_.numel());
+  lin_ = std::make_unique<CublasLinear>();
   rebuild_cache_table();
   // One capture stream for the model's life, made (and its lazy driver state touched) now rather than at the first
   // capture: every bucket's graph is captured on the same stream.
@@ -115,10 +197,18 @@ CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs)
 
 void CudaForward::rebuild_cache_table() {
   std::vector<int64_t> p;
+  sc_.k.clear();
+  sc_.v.clear();
   for (int l = 0; l < layers_; ++l) {
-    p.push_back(reinterpret_cast<int64_t>((*m_.kc)[l].data_ptr()));
-    p.push_back(reinterpret_cast<int64_t>((*m_.vc)[l].data_ptr()));
+    const at::Tensor& kc = (*m_.kc)[l];
+    const at::Tensor& vc = (*m_.vc)[l];
+    LA_CHECK(kc.is_contiguous() && vc.is_contiguous(), "CUDA forward: the KV cache is not contiguous");
+    sc_.k.push_back(kc.data_ptr());
+    sc_.v.push_back(vc.data_ptr());
+    p.push_back(reinterpret_cast<int64_t>(kc.data_ptr()));
+    p.push_back(reinterpret_cast<int64_t>(vc.data_ptr()));
   }
+  sc_.rows = int((*m_.kc)[0].size(0));
   table_ = at::tensor(p, at::TensorOptions().dtype(at::kLong)).to(dev_);
 }
 
@@ -132,89 +222,12 @@ void CudaForward::cache_changed() {
 }
 
 void CudaForward::enqueue(int R, const PaddedStepLayout& lay) {
-  const kern::DType dt = kdtype(m_.dtype);
-  const cudaStream_t s = cur_stream(dev_);
-  const float eps = float(m_.cfg->rms_eps);
-  const int cache_rows = int((*m_.kc)[0].size(0));
-  int32_t* step = dstep_.data_ptr<int32_t>();
-  const int32_t* pos = step + lay.positions;
-  const int32_t* len = step + lay.cache_len;
-  const uint32_t* bits = reinterpret_cast<const uint32_t*>(step + lay.bits);
-  const at::Tensor ids = dstep_.narrow(0, lay.ids, R);
-  at::Tensor X = x_.narrow(0, 0, R), Hn = h_.narrow(0, 0, R), A = a_.narrow(0, 0, R), QKV = qkv_.narrow(0, 0, R);
-  at::Tensor ATT = attn_.narrow(0, 0, R).view({R, Q_}), GU = gu_.narrow(0, 0, R), ACT = act_.narrow(0, 0, R);
-  at::Tensor LOG = logits_.narrow(0, 0, R);
-  const auto& L = *m_.layers;
-
-  at::index_select_out(X, m_.embed, 0, ids);
-  ck(kern::launch_rms_norm(dt, R, H_, X.data_ptr(), H_, nullptr, 0, nullptr, 0, L[0].ln1.data_ptr(), eps,
-                           Hn.data_ptr(), H_, s),
-     "rms_norm");
-  for (int l = 0; l < layers_; ++l) {
-    const LayerW& w = L[l];
-    if (w.bqkv.defined()) at::addmm_out(QKV, w.bqkv, Hn, w.wqkv.t());
-    else at::mm_out(QKV, Hn, w.wqkv.t());
-    void* q = QKV.data_ptr();
-    void* k = at_elem(QKV, Q_);
-    void* v = at_elem(QKV, Q_ + KV_);
-    ck(kern::launch_rope(dt, R, D_, pos, m_.inv_freq.data_ptr<float>(), 1.f, q, Hq_, W_, D_, k, Hkv_, W_, D_, s),
-       "rope");
-    const at::Tensor& kc = (*m_.kc)[l];
-    const at::Tensor& vc = (*m_.vc)[l];
-    ck(kern::launch_kv_append(dt, R, Hkv_, D_, k, W_, D_, v, W_, D_, kc.data_ptr(), vc.data_ptr(), KV_, D_, len,
-                              cache_rows, s),
-       "kv_append");
-    kern::StepAttentionArgs a;
-    a.dtype = dt;
-    a.T = R;
-    a.Hq = Hq_;
-    a.Hkv = Hkv_;
-    a.D = D_;
-    a.q = q;
-    a.q_stride_t = W_;
-    a.q_stride_h = D_;
-    a.k_cache = kc.data_ptr();
-    a.kc_stride_t = KV_;
-    a.kc_stride_h = D_;
-    a.v_cache = vc.data_ptr();
-    a.vc_stride_t = KV_;
-    a.vc_stride_h = D_;
-    a.cache_len_dev = len;
-    a.max_cache_len = cache_rows;
-    a.k_new = k;
-    a.kn_stride_t = W_;
-    a.kn_stride_h = D_;
-    a.v_new = v;
-    a.vn_stride_t = W_;
-    a.vn_stride_h = D_;
-    a.anc_bits = bits;
-    a.out = ATT.data_ptr();
-    a.o_stride_t = Q_;
-    a.o_stride_h = D_;
-    a.scale = float(1.0 / std::sqrt(double(D_)));
-    a.workspace = ws_.data_ptr();
-    a.workspace_bytes = size_t(ws_.numel());
-    a.split_keys = split_keys_;
-    ck(kern::launch_step_attention(a, s), "step_attention");
-    if (w.bo.defined()) at::addmm_out(A, w.bo, ATT, w.wo.t());
-    else at::mm_out(A, ATT, w.wo.t());
-    // x <- x + attn_out; h <- rms_norm(x) * ln2
-    ck(kern::launch_rms_norm(dt, R, H_, A.data_ptr(), H_, X.data_ptr(), H_, X.data_ptr(), H_, w.ln2.data_ptr(), eps,
-                             Hn.data_ptr(), H_, s),
-       "add_rms_norm");
-    at::mm_out(GU, Hn, w.wgu.t());
-    ck(kern::launch_swiglu(dt, R, I_, GU.data_ptr(), 2 * int64_t(I_), at_elem(GU, I_), 2 * int64_t(I_), ACT.data_ptr(),
-                           I_, s),
-       "swiglu");
-    at::mm_out(A, ACT, w.wd.t());
-    // x <- x + mlp_out; h <- rms_norm(x) * (next layer's ln1, or the final norm)
-    const at::Tensor& next = l + 1 < layers_ ? L[l + 1].ln1 : m_.norm;
-    ck(kern::launch_rms_norm(dt, R, H_, A.data_ptr(), H_, X.data_ptr(), H_, X.data_ptr(), H_, next.data_ptr(), eps,
-                             Hn.data_ptr(), H_, s),
-       "add_rms_norm");
-  }
-  at::mm_out(LOG, Hn, m_.lm_head.t());
-  ck(kern::launch_argmax_rows(dt, R, V_, LOG.data_ptr(), V_, am_.data_ptr<int32_t>(), s), "argmax");
+  LA_CHECK(lay.rows == R, "CUDA forward: step layout of ", lay.rows, " rows for a bucket of ", R);
+  const StepStatus st = enqueue_step(sd_, sw_, sb_, sc_, lay, *lin_, cur_stream(dev_));
+  if (st.ok()) return;
+  const cublasStatus_t cs = static_cast<CublasLinear&>(*lin_).status;
+  if (cs != CUBLAS_STATUS_SUCCESS) fail("CUDA forward: ", st.what, ": cuBLAS: ", cublasGetStatusString(cs));
+  ck(st.err, st.what);
 }
 
 void CudaForward::run(const StepInput& in, int L, int cache_rows) {

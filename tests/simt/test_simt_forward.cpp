@@ -1,0 +1,385 @@
+// The CUDA forward's step program (src/model/cuda_step.cpp, the very file CudaForward runs on a GPU) executed on
+// the CPU under the SIMT emulation, against the ATen forward (TorchLlama, --kernels off) on the same weights:
+// random tree steps padded to their bucket (1 .. 256) as CudaForward::run pads them, a commit of a root-to-node
+// path that is not a prefix through launch_kv_commit after each step, and the cache length read on the "device"
+// from the step buffer growing across steps. The GEMMs go through a host StepLinear (fp32 loop in a fixed order):
+// cuBLAS and CUDA graphs do not run here (the start-up self-check covers them on a GPU, docs/gpu.md).
+//
+// Only la's public, ATen-free headers: the ATen forward is reached through the StepModel API (load_llama), so the
+// SIMT stand-in CUDA headers never meet c10's in one translation unit.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_step.h"
+#include "kv_cache.h"
+#include "lookahead/model/llama.h"
+#include "lookahead/model/safetensors.h"
+#include "lookahead/model/step_layout.h"
+#include "simt.h"
+#include "simt_elems.h"
+#include "step_attention.h"
+
+namespace {
+
+using namespace la;
+using simt_elems::from_f;
+using simt_elems::to_f;
+
+// "Device" memory: host memory, 256-byte aligned (cp.async and WMMA pointers), zeroed.
+struct Buf {
+  std::shared_ptr<void> p;
+  explicit Buf(size_t bytes) {
+    bytes = (bytes + 255) / 256 * 256 + 256;
+    p.reset(std::aligned_alloc(256, bytes), std::free);
+    std::memset(p.get(), 0, bytes);
+  }
+  void* get() const { return p.get(); }
+};
+
+template <class E>
+Buf upload(const std::vector<float>& v) {
+  Buf b(v.size() * sizeof(E));
+  E* e = static_cast<E*>(b.get());
+  for (size_t i = 0; i < v.size(); ++i) e[i] = from_f<E>(v[i]);
+  return b;
+}
+
+std::vector<float> f32_of(const SafetensorsCheckpoint& ck, const std::string& name) {
+  const TensorView& t = ck.get(name);
+  if (t.dtype != la::DType::F32) throw std::runtime_error(name + " is not F32");
+  const float* p = static_cast<const float*>(t.data);
+  return std::vector<float>(p, p + t.numel());
+}
+std::vector<float> cat(std::vector<float> a, const std::vector<float>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The GEMM contract of kern::LinearArgs on the host: fp32 products summed in k order, bias added, one rounding.
+template <class E>
+struct HostLinear final : StepLinear {
+  int calls = 0;
+  cudaError_t linear(const kern::LinearArgs& a, cudaStream_t) override {
+    ++calls;
+    const E* x = static_cast<const E*>(a.x);
+    const E* w = static_cast<const E*>(a.w);
+    const E* b = static_cast<const E*>(a.bias);
+    E* y = static_cast<E*>(a.y);
+    std::vector<float> xr(a.K);
+    for (int m = 0; m < a.M; ++m) {
+      for (int k = 0; k < a.K; ++k) xr[k] = to_f(x[m * a.ldx + k]);
+      for (int n = 0; n < a.N; ++n) {
+        const E* wr = w + n * a.ldw;
+        float acc = 0.f;
+        for (int k = 0; k < a.K; ++k) acc += xr[k] * to_f(wr[k]);
+        if (b) acc += to_f(b[n]);
+        y[m * a.ldy + n] = from_f<E>(acc);
+      }
+    }
+    return cudaSuccess;
+  }
+};
+
+// The step program's world for one model: weights, buffers and caches in "device" memory.
+template <class E>
+struct Device {
+  StepDims d;
+  StepWeights w;
+  StepBuffers b;
+  StepCaches c;
+  std::vector<Buf> keep;
+  Buf step{0}, table{0}, commit_src{0};
+  HostLinear<E> lin;
+
+  // mutate_norm: the mutation check's wrong index (every layer's ln2 replaced by its ln1).
+  Device(const ModelConfig& cfg, const SafetensorsCheckpoint& ck, int cache_rows, bool mutate_norm = false) {
+    d.dt = simt_elems::dtype_of<E>();
+    d.H = cfg.hidden;
+    d.Hq = cfg.heads;
+    d.Hkv = cfg.kv_heads;
+    d.D = cfg.head_dim;
+    d.I = cfg.intermediate;
+    d.V = cfg.vocab;
+    d.layers = cfg.layers;
+    d.eps = float(cfg.rms_eps);
+    const int R = 256;
+    d.split_keys = kern::attn_split_keys(int64_t(cfg.max_positions) + 256 + R);  // as CudaForward
+    auto put = [&](const std::vector<float>& v) {
+      keep.push_back(upload<E>(v));
+      return static_cast<const void*>(keep.back().get());
+    };
+    const std::vector<float> embed = f32_of(ck, "model.embed_tokens.weight");
+    w.embed = put(embed);
+    w.norm = put(f32_of(ck, "model.norm.weight"));
+    w.lm_head = ck.has("lm_head.weight") ? put(f32_of(ck, "lm_head.weight")) : w.embed;
+    std::vector<float> inv(d.D / 2);  // as make_rope_tables (plain RoPE: the models here have no rope scaling)
+    for (int i = 0; i < d.D / 2; ++i) inv[i] = float(1.0 / std::pow(cfg.rope_theta, (2.0 * i) / d.D));
+    keep.push_back(upload<float>(inv));
+    w.inv_freq = static_cast<const float*>(keep.back().get());
+    for (int l = 0; l < d.layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      StepLayerWeights lw;
+      lw.ln1 = put(f32_of(ck, p + "input_layernorm.weight"));
+      lw.wqkv = put(cat(cat(f32_of(ck, p + "self_attn.q_proj.weight"), f32_of(ck, p + "self_attn.k_proj.weight")),
+                        f32_of(ck, p + "self_attn.v_proj.weight")));
+      if (cfg.attention_bias)
+        lw.bqkv = put(cat(cat(f32_of(ck, p + "self_attn.q_proj.bias"), f32_of(ck, p + "self_attn.k_proj.bias")),
+                          f32_of(ck, p + "self_attn.v_proj.bias")));
+      lw.wo = put(f32_of(ck, p + "self_attn.o_proj.weight"));
+      if (ck.has(p + "self_attn.o_proj.bias")) lw.bo = put(f32_of(ck, p + "self_attn.o_proj.bias"));
+      lw.ln2 = mutate_norm ? lw.ln1 : put(f32_of(ck, p + "post_attention_layernorm.weight"));
+      lw.wgu = put(cat(f32_of(ck, p + "mlp.gate_proj.weight"), f32_of(ck, p + "mlp.up_proj.weight")));
+      lw.wd = put(f32_of(ck, p + "mlp.down_proj.weight"));
+      w.layers.push_back(lw);
+    }
+    auto alloc = [&](size_t elems, size_t es = sizeof(E)) {
+      keep.emplace_back(elems * es);
+      return keep.back().get();
+    };
+    b.rows = R;
+    b.x = alloc(size_t(R) * d.H);
+    b.h = alloc(size_t(R) * d.H);
+    b.a = alloc(size_t(R) * d.H);
+    b.qkv = alloc(size_t(R) * d.W());
+    b.attn = alloc(size_t(R) * d.Q());
+    b.gu = alloc(size_t(R) * 2 * d.I);
+    b.act = alloc(size_t(R) * d.I);
+    b.logits = alloc(size_t(R) * d.V);
+    b.argmax = static_cast<int32_t*>(alloc(R, 4));
+    step = Buf(size_t(padded_step_layout(R).words) * 4);
+    b.step = static_cast<const int32_t*>(step.get());
+    b.workspace_bytes = kern::step_attention_workspace_bytes(R, d.Hq, d.D, 16) + 256;
+    b.workspace = alloc(b.workspace_bytes, 1);
+    c.rows = cache_rows;
+    table = Buf(size_t(2 * d.layers) * sizeof(void*));
+    void** tab = static_cast<void**>(table.get());
+    for (int l = 0; l < d.layers; ++l) {
+      c.k.push_back(alloc(size_t(cache_rows) * d.KV()));
+      c.v.push_back(alloc(size_t(cache_rows) * d.KV()));
+      tab[2 * l] = c.k.back();
+      tab[2 * l + 1] = c.v.back();
+    }
+    commit_src = Buf(size_t(R) * 4);
+  }
+
+  // As CudaForward::run: pad to the bucket, fill the step words (cache length included), run the step program.
+  void run(const StepInput& in, int L, std::vector<float>& logits, std::vector<int32_t>& am) {
+    const int T = int(in.tokens.size());
+    const int R = step_bucket(T);
+    ASSERT_GT(R, 0);
+    ASSERT_LE(L + R, c.rows);
+    const PaddedStepLayout lay = padded_step_layout(R);
+    int32_t* words = static_cast<int32_t*>(step.get());
+    fill_padded_step(in.tokens, in.positions, in.parents, L, lay, words);
+    ASSERT_EQ(words[lay.cache_len], L);  // the device-side cache length the KV append and the attention read
+    const StepStatus st = enqueue_step(d, w, b, c, lay, lin, nullptr);
+    ASSERT_TRUE(st.ok()) << st.what;
+    const auto errs = la_simt::take_errors();
+    ASSERT_TRUE(errs.empty()) << errs.front();
+    logits.resize(size_t(T) * d.V);
+    const E* lg = static_cast<const E*>(b.logits);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = to_f(lg[i]);
+    am.assign(b.argmax, b.argmax + T);
+  }
+  // As CudaForward::commit: rows L + idx[j] -> L + j of every layer's K and V.
+  void commit(const std::vector<int32_t>& idx, int L) {
+    std::copy(idx.begin(), idx.end(), static_cast<int32_t*>(commit_src.get()));
+    ASSERT_EQ(kern::launch_kv_commit(d.dt, 2 * d.layers, static_cast<void* const*>(table.get()), d.KV(), L,
+                                     static_cast<const int32_t*>(commit_src.get()), int(idx.size()), nullptr),
+              cudaSuccess);
+  }
+};
+
+// A random tree of T tokens after a cache of L: parents uniform in [-1, i) (several roots), positions L + depth.
+StepInput random_tree(std::mt19937& rng, int T, int L, int vocab) {
+  StepInput s;
+  std::vector<int> depth(T);
+  for (int i = 0; i < T; ++i) {
+    const int p = i == 0 ? -1 : int(rng() % (i + 1)) - 1;
+    depth[i] = p < 0 ? 0 : depth[p] + 1;
+    s.tokens.push_back(int32_t(rng() % vocab));
+    s.parents.push_back(p);
+    s.positions.push_back(L + depth[i]);
+  }
+  return s;
+}
+// The root-to-node path of the deepest node (the last one on ties): indices into the step, increasing.
+std::vector<int32_t> deepest_path(const StepInput& s) {
+  int best = 0, bd = -1;
+  for (int i = 0; i < int(s.tokens.size()); ++i)
+    if (s.positions[i] >= bd) bd = s.positions[i], best = i;
+  std::vector<int32_t> path;
+  for (int i = best; i >= 0; i = s.parents[i]) path.push_back(i);
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+struct Tolerance {
+  double logits;  // |kernel - ATen| <= logits * (1 + max |ATen logit| of the row)
+  bool argmax_exact;
+};
+
+// Steps of the given sizes (each a random tree, its deepest path committed on both sides), then a chain of 3
+// decoding steps; every step compared with the ATen forward. Returns the largest relative logit difference seen.
+template <class E>
+double compare(const std::string& dir, const std::string& dtype, const std::vector<int>& sizes, Tolerance tol,
+               bool mutate = false, bool* mismatch = nullptr) {
+  LoadOptions o;
+  o.model = dir;
+  o.dtype = dtype;
+  o.device = "cpu";
+  o.kernels = "off";
+  o.selfcheck = "off";
+  o.threads = 1;
+  std::unique_ptr<StepModel> ref = load_llama(o);
+  const ModelConfig& cfg = ref->config();
+  const SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(dir);
+  Device<E> dev(cfg, ck, 384, mutate);
+  std::mt19937 rng(1234);
+  int L = 0, non_prefix = 0;
+  double worst = 0;
+  bool bad = false;
+  std::vector<float> lk, lr;
+  std::vector<int32_t> ak;
+  auto check = [&](const StepInput& in, const char* what) {
+    const int T = int(in.tokens.size());
+    const std::vector<int32_t> ar = ref->forward(in, SampleParams{}, &lr);
+    const auto t0 = std::chrono::steady_clock::now();
+    dev.run(in, L, lk, ak);
+    if (getenv("LA_SIMT_TIMES"))
+      std::printf("T=%d %.2f s\n", T, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const int V = cfg.vocab;
+    for (int t = 0; t < T; ++t) {
+      double mx = 0, diff = 0;
+      float top = -INFINITY, second = -INFINITY;
+      for (int v = 0; v < V; ++v) {
+        const float r = lr[size_t(t) * V + v];
+        mx = std::max(mx, double(std::fabs(r)));
+        diff = std::max(diff, double(std::fabs(lk[size_t(t) * V + v] - r)));
+        if (r > top) second = top, top = r;
+        else if (r > second) second = r;
+      }
+      const double rel = diff / (1 + mx);
+      worst = std::max(worst, rel);
+      // The argmax must agree exactly in fp32; in 16-bit wherever the reference's top-2 margin exceeds the
+      // tolerance (a closer pair may flip under a different rounding order).
+      const bool need_argmax = tol.argmax_exact || double(top - second) > 2 * tol.logits * (1 + mx);
+      if (rel > tol.logits || (need_argmax && ak[t] != ar[t])) {
+        bad = true;
+        if (!mutate)
+          ADD_FAILURE() << what << " T=" << T << " L=" << L << " token " << t << ": argmax " << ak[t] << " vs ATen "
+                        << ar[t] << ", max |diff| " << diff << " (max |logit| " << mx << ")";
+        break;
+      }
+    }
+  };
+  // A prefill chain of 5 (bucket 8), all committed (the identity commit), then the trees.
+  const StepInput pre = StepInput::chain({1, 5, 9, 13, 17}, 0);
+  check(pre, "prefill");
+  ref->commit({0, 1, 2, 3, 4});
+  dev.commit({0, 1, 2, 3, 4}, L);
+  L += 5;
+  for (int T : sizes) {
+    const StepInput in = random_tree(rng, T, L, cfg.vocab);
+    check(in, "tree");
+    const std::vector<int32_t> path = deepest_path(in);
+    for (int j = 0; j < int(path.size()); ++j)
+      if (path[j] != j) {
+        ++non_prefix;
+        break;
+      }
+    ref->commit(path);
+    dev.commit(path, L);
+    L += int(path.size());
+    EXPECT_EQ(ref->cache_len(), L);
+  }
+  for (int i = 0; i < 3; ++i) {  // plain decoding on the committed cache
+    const StepInput in = StepInput::chain({int32_t(ak[0])}, L);
+    check(in, "decode");
+    ref->commit({0});
+    dev.commit({0}, L);
+    L += 1;
+  }
+  if (!mutate) EXPECT_GT(non_prefix, 0) << "no commit of a non-prefix path";
+  EXPECT_GT(dev.lin.calls, 0);
+  if (mismatch) *mismatch = bad;
+  if (getenv("LA_SIMT_TIMES")) std::printf("worst %g bad %d\n", worst, int(bad));
+  return worst;
+}
+
+std::string tmp_dir() {
+  const std::string d = (std::filesystem::temp_directory_path() / ("la_simt_forward_" + std::to_string(getpid())))
+                            .string();
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// A random GQA model with q/k/v biases (tiny-gqa-bias: hidden 64, 8 heads of 8, 2 KV heads, 3 layers, vocab 320),
+// saved as a Hugging Face directory so both sides read the very same fp32 weights.
+const std::string& random_model_dir() {
+  static const std::string dir = [] {
+    const std::string d = tmp_dir();
+    LoadOptions o;
+    o.model = "random:tiny-gqa-bias:11";
+    o.selfcheck = "off";
+    o.threads = 1;
+    std::unique_ptr<StepModel> m = load_llama(o);
+    save_hf_directory(*m, d);
+    return d;
+  }();
+  return dir;
+}
+
+// Step sizes: a random tree of each, padded to its bucket. The emulation's cost grows with the square of the bucket
+// (bucket 256 is ~2/3 of a test's time), so the random model takes every bucket, stories260K (5 layers) buckets
+// 1, 8, 16, 64 and 256, bf16 the buckets up to 128.
+const std::vector<int> kAllBuckets{1, 3, 12, 20, 40, 100, 200};  // buckets 1, 8, 16, 32, 64, 128, 256
+constexpr double kTolF32 = 1e-4, kTolBf16 = 3e-2;
+
+struct Timer {
+  const char* name;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~Timer() {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("[ %s: %.1f s ]\n", name, s);
+  }
+};
+
+TEST(SimtForward, RandomGqaBiasFp32TreeStepsAllBuckets) {
+  Timer tm{"random fp32"};
+  const double worst = compare<float>(random_model_dir(), "fp32", kAllBuckets, {kTolF32, true});
+  std::printf("random fp32: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+}
+
+TEST(SimtForward, Stories260kFp32TreeStepsAllBuckets) {
+  const std::string dir = std::string(LA_SHARED_DIR) + "/models/stories260K";
+  if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << dir << " is missing";
+  Timer tm{"stories260K fp32"};
+  const double worst = compare<float>(dir, "fp32", {1, 3, 12, 40, 200}, {kTolF32, true});
+  std::printf("stories260K fp32: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+}
+
+TEST(SimtForward, RandomGqaBiasBf16TreeSteps) {
+  Timer tm{"random bf16"};
+  const double worst = compare<__nv_bfloat16>(random_model_dir(), "bf16", {1, 12, 40, 100}, {kTolBf16, false});
+  std::printf("random bf16: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+}
+
+// The comparison can fail: a wrong norm weight in the step program's inputs (ln1 where ln2 belongs) is caught.
+TEST(SimtForward, WrongNormWeightIsCaught) {
+  bool mismatch = false;
+  compare<float>(random_model_dir(), "fp32", {12}, {kTolF32, true}, true, &mismatch);
+  EXPECT_TRUE(mismatch);
+}
+
+}  // namespace
