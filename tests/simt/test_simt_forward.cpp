@@ -25,6 +25,7 @@
 #include "lookahead/model/llama.h"
 #include "lookahead/model/safetensors.h"
 #include "lookahead/model/step_layout.h"
+#include "ops.h"
 #include "simt.h"
 #include "simt_elems.h"
 #include "step_attention.h"
@@ -65,16 +66,22 @@ std::vector<float> cat(std::vector<float> a, const std::vector<float>& b) {
   return a;
 }
 
-// The GEMM contract of kern::LinearArgs on the host: fp32 products summed in k order, bias added, one rounding.
+// The GEMM contract of kern::LinearArgs on the host: fp32 products summed in k order, bias added, one rounding. A
+// bias is broadcast into y by the same kernel as production's cuBLAS path (launch_broadcast_row) and added as
+// cuBLAS's beta = 1 adds C, so that kernel runs here too.
 template <class E>
 struct HostLinear final : StepLinear {
   int calls = 0;
-  cudaError_t linear(const kern::LinearArgs& a, cudaStream_t) override {
+  cudaError_t linear(const kern::LinearArgs& a, cudaStream_t s) override {
     ++calls;
     const E* x = static_cast<const E*>(a.x);
     const E* w = static_cast<const E*>(a.w);
-    const E* b = static_cast<const E*>(a.bias);
     E* y = static_cast<E*>(a.y);
+    const E* b = a.bias ? y : nullptr;  // row m's bias: y[m][n] after the broadcast
+    if (a.bias) {
+      const cudaError_t e = kern::launch_broadcast_row(a.dt, a.M, a.N, a.bias, a.y, a.ldy, s);
+      if (e != cudaSuccess) return e;
+    }
     std::vector<float> xr(a.K);
     for (int m = 0; m < a.M; ++m) {
       for (int k = 0; k < a.K; ++k) xr[k] = to_f(x[m * a.ldx + k]);
@@ -82,7 +89,7 @@ struct HostLinear final : StepLinear {
         const E* wr = w + n * a.ldw;
         float acc = 0.f;
         for (int k = 0; k < a.K; ++k) acc += xr[k] * to_f(wr[k]);
-        if (b) acc += to_f(b[n]);
+        if (b) acc += to_f(b[m * a.ldy + n]);
         y[m * a.ldy + n] = from_f<E>(acc);
       }
     }
@@ -256,7 +263,7 @@ double compare(const std::string& dir, const std::string& dtype, const std::vect
     const std::vector<int32_t> ar = ref->forward(in, SampleParams{}, &lr);
     const auto t0 = std::chrono::steady_clock::now();
     dev.run(in, L, lk, ak);
-    if (getenv("LA_SIMT_TIMES"))
+    if (getenv("LA_SIMT_TIMES"))  // per-step emulation time, for choosing the step sizes below
       std::printf("T=%d %.2f s\n", T, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     const int V = cfg.vocab;
     for (int t = 0; t < T; ++t) {
@@ -310,10 +317,11 @@ double compare(const std::string& dir, const std::string& dtype, const std::vect
     dev.commit({0}, L);
     L += 1;
   }
-  if (!mutate) EXPECT_GT(non_prefix, 0) << "no commit of a non-prefix path";
+  if (!mutate) {
+    EXPECT_GT(non_prefix, 0) << "no commit of a non-prefix path";
+  }
   EXPECT_GT(dev.lin.calls, 0);
   if (mismatch) *mismatch = bad;
-  if (getenv("LA_SIMT_TIMES")) std::printf("worst %g bad %d\n", worst, int(bad));
   return worst;
 }
 
@@ -373,6 +381,40 @@ TEST(SimtForward, RandomGqaBiasBf16TreeSteps) {
   Timer tm{"random bf16"};
   const double worst = compare<__nv_bfloat16>(random_model_dir(), "bf16", {1, 12, 40, 100}, {kTolBf16, false});
   std::printf("random bf16: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+}
+
+// The two gathers of the step program on their own: embedding rows by device ids (an id outside the vocabulary
+// gives zeros, not an out-of-bounds read) and the bias broadcast, both bit-exact copies, for 4- and 2-byte types.
+TEST(SimtForward, EmbedRowsAndBroadcastRow) {
+  const int V = 7, N = 300, rows = 5;  // N > 256 threads: two blocks per row
+  std::vector<float> table(size_t(V) * N);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = float(i) * 0.25f - 100.f;
+  const std::vector<int32_t> ids{3, 0, 6, 7, -1};
+  auto run = [&](auto tag) {
+    using E = decltype(tag);
+    Buf t = upload<E>(table), out(size_t(rows) * (N + 4) * sizeof(E)), bc(size_t(rows) * N * sizeof(E));
+    Buf dids(ids.size() * 4);
+    std::copy(ids.begin(), ids.end(), static_cast<int32_t*>(dids.get()));
+    const kern::DType dt = simt_elems::dtype_of<E>();
+    ASSERT_EQ(kern::launch_embed_rows(dt, rows, N, static_cast<const int32_t*>(dids.get()), V, t.get(), N, out.get(),
+                                      N + 4, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(kern::launch_broadcast_row(dt, rows, N, static_cast<const E*>(t.get()) + 2 * N, bc.get(), N, nullptr),
+              cudaSuccess);
+    ASSERT_TRUE(la_simt::take_errors().empty());
+    const E* te = static_cast<const E*>(t.get());
+    const E* o = static_cast<const E*>(out.get());
+    const E* b = static_cast<const E*>(bc.get());
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < N; ++i) {
+        const bool in = ids[r] >= 0 && ids[r] < V;
+        EXPECT_EQ(to_f(o[size_t(r) * (N + 4) + i]), in ? to_f(te[size_t(ids[r]) * N + i]) : 0.f) << r << "," << i;
+        EXPECT_EQ(to_f(b[size_t(r) * N + i]), to_f(te[size_t(2) * N + i])) << r << "," << i;
+      }
+    }
+  };
+  run(float{});
+  run(__nv_bfloat16{});
 }
 
 // The comparison can fail: a wrong norm weight in the step program's inputs (ln1 where ln2 belongs) is caught.
