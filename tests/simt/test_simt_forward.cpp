@@ -325,10 +325,15 @@ double compare(const std::string& dir, const std::string& dtype, const std::vect
   return worst;
 }
 
+// A directory of this process's, removed at exit.
 std::string tmp_dir() {
-  const std::string d = (std::filesystem::temp_directory_path() / ("la_simt_forward_" + std::to_string(getpid())))
-                            .string();
+  static std::string d;
+  d = (std::filesystem::temp_directory_path() / ("la_simt_forward_" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(d);
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(d, ec);
+  });
   return d;
 }
 
