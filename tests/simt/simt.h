@@ -4,7 +4,8 @@
 // (cp.async) and the launch and dynamic-shared-memory macros on LA_SIMT.
 //
 // What it emulates:
-//  * a block's threads as fibers (ucontext) on one OS thread, run until each reaches a barrier; __syncthreads is a
+//  * a block's threads as fibers on one OS thread (entered with setcontext, switched with _setjmp/_longjmp: no
+//    system call per switch; plain ucontext under TSan), run until each reaches a barrier; __syncthreads is a
 //    block barrier, __syncwarp and every *_sync warp operation a barrier of the warp's live lanes; a barrier that
 //    can never complete (divergent __syncthreads) is reported as a deadlock;
 //  * warp shuffles (__shfl_xor_sync), __ballot_sync, __any_sync, __all_sync through a per-warp exchange buffer;
