@@ -2,6 +2,9 @@
 // the forward's translation units include it). TorchLlama (torch_llama.cpp) owns the weights and the KV cache and
 // calls this for CUDA steps of at most kMaxRows tokens when --kernels is on; its ATen forward remains the CPU
 // path, the reference (--kernels off) and the path for larger steps (long prefills), on the same cache layout.
+// The launches of a step are the ATen-free step program (cuda_step.h), which runs on the CPU under the SIMT
+// emulation in CI; what this class adds (tensors, uploads, graphs, the cuBLAS GEMMs) does not, and a wrong cuBLAS
+// argument or graph shows first as a start-up self-check mismatch on a GPU (docs/gpu.md section 1).
 #pragma once
 #include <ATen/ATen.h>
 
