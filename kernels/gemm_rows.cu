@@ -10,12 +10,14 @@
 
 namespace la::kern::detail {
 
-// Shared-memory layout of one CTA: two pipeline stages of [BM x BK] activations and [BN x BK] weights (k
+// Shared-memory layout of one CTA: kStages pipeline stages of [BM x BK] activations and [BN x BK] weights (k
 // contiguous, padded by one 16-byte vector per row against bank conflicts), and for the WMMA path an fp32 [BM x
-// BN] output staging tile that reuses the stages' bytes after the k loop.
+// BN] output staging tile that reuses the stages' bytes after the k loop. BK (64 for 16-bit, 32 for fp32: the
+// same 4 KiB of weights per stage) and kStages only decide how many weight bytes are in flight; neither changes
+// any element's summation order (k increasing, one accumulator), so neither matters for batch invariance.
 template <class E>
 struct GemmCfg {
-  static constexpr int BM = 32, BN = 64, BK = 32;
+  static constexpr int BM = 32, BN = 64, BK = sizeof(E) == 2 ? 64 : 32, kStages = 3;
   static constexpr int kThreads = 128, kWarps = kThreads / 32;
   static constexpr bool kMma = sizeof(E) == 2;
   static constexpr int kVec = 16 / int(sizeof(E));  // elements per 16-byte copy
@@ -25,11 +27,12 @@ struct GemmCfg {
   static constexpr size_t wBytes = size_t(BN) * LDE * sizeof(E);
   static constexpr size_t stageBytes = xBytes + wBytes;
   static constexpr size_t cBytes = kMma ? size_t(BM) * LDC * sizeof(float) : 0;
-  static constexpr size_t bytes = std::max(2 * stageBytes, cBytes);
+  static constexpr size_t bytes = std::max(kStages * stageBytes, cBytes);
   // fp32: each thread owns TM x TN outputs, rows ty*TM.. (ty = tid / 16), columns tx + 16*j (tx = tid % 16).
   static constexpr int TM = 4, TN = 4;
 
   static_assert(BK % 16 == 0 && BK % kVec == 0, "k stage: whole WMMA chunks and whole 16-byte copies");
+  static_assert(kStages >= 2, "a prefetch in flight while a stage is computed");
   static_assert((LDE * sizeof(E)) % 16 == 0, "stage rows 16-byte aligned (cp.async destination, WMMA ldm)");
   static_assert((16 * LDE * sizeof(E)) % 32 == 0 && (16 * sizeof(E)) % 32 == 0,
                 "WMMA A/B fragment pointers (16-row and 16-k steps) 256-bit aligned");
@@ -91,8 +94,8 @@ __global__ void __launch_bounds__(128) gemm_rows_kernel(const GemmParams p) {
   auto sx = [&](int s) { return reinterpret_cast<E*>(smem + s * C::stageBytes); };
   auto sw = [&](int s) { return reinterpret_cast<E*>(smem + s * C::stageBytes + C::xBytes); };
   auto load = [&](int t) {
-    load_stage<E, BM>(sx(t & 1), x, p.ldx, r0, p.M, t * BK, p.K, p.vec);
-    load_stage<E, BN>(sw(t & 1), w, p.ldw, n0, p.N, t * BK, p.K, p.vec);
+    load_stage<E, BM>(sx(t % C::kStages), x, p.ldx, r0, p.M, t * BK, p.K, p.vec);
+    load_stage<E, BN>(sw(t % C::kStages), w, p.ldw, n0, p.N, t * BK, p.K, p.vec);
   };
 
   // fp32 accumulators (only one set is used per element type; the other is dead code the compiler drops).
@@ -109,15 +112,21 @@ __global__ void __launch_bounds__(128) gemm_rows_kernel(const GemmParams p) {
   const bool rows_live = C::kMma ? true : r0 + 8 * warp < p.M;
   const bool second_live = r0 + 16 < p.M;  // WMMA: row fragment 1 holds a valid row
 
-  load(0);
-  cp_async_commit();
-  for (int t = 0; t < nt; ++t) {
-    if (t + 1 < nt) load(t + 1);  // the other stage: freed by the barrier that ended iteration t - 1
+  // Multistage pipeline: k tiles t + 1 .. t + kStages - 1 are in flight while tile t is computed (one commit
+  // group per tile, empty past the end, so the group count stays in step).
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < nt) load(s);
     cp_async_commit();
-    cp_async_wait<1>();  // stage t landed
-    __syncthreads();
-    const E* X = sx(t & 1);
-    const E* W = sw(t & 1);
+  }
+  for (int t = 0; t < nt; ++t) {
+    cp_async_wait<C::kStages - 2>();  // tile t landed (this thread's copies)
+    __syncthreads();                  // everyone's copies of tile t visible; everyone done with tile t - 1
+    // Prefetch into tile t - 1's stage, which the barrier above just freed.
+    if (t + C::kStages - 1 < nt) load(t + C::kStages - 1);
+    cp_async_commit();
+    const E* X = sx(t % C::kStages);
+    const E* W = sw(t % C::kStages);
     if constexpr (C::kMma) {
       // Warp w: output columns [16w, 16w + 16), rows [0, 16) and [16, 32); k chunks in increasing order.
 #pragma unroll
@@ -147,15 +156,15 @@ __global__ void __launch_bounds__(128) gemm_rows_kernel(const GemmParams p) {
           for (int j = 0; j < C::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
       }
     }
-    __syncthreads();  // stage t free for the load of t + 2
   }
-  cp_async_wait<0>();  // (the last group is empty)
+  cp_async_wait<0>();  // (the groups still open are empty)
 
   E* y = static_cast<E*>(p.y);
   const E* bias = static_cast<const E*>(p.bias);
   if constexpr (C::kMma) {
-    // Through shared memory (it reuses the stages: the loop's last barrier ended every read of them), so that
-    // consecutive threads store consecutive columns.
+    // Through shared memory (it reuses the stages, once every warp is done reading them), so that consecutive
+    // threads store consecutive columns.
+    __syncthreads();
     float* sC = reinterpret_cast<float*>(smem);
     wmma::store_matrix_sync(sC + warp * 16, c0, C::LDC, wmma::mem_row_major);
     wmma::store_matrix_sync(sC + 16 * C::LDC + warp * 16, c1, C::LDC, wmma::mem_row_major);

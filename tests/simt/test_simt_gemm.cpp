@@ -109,11 +109,12 @@ void reference_case(int M, int N, int K, int64_t ldx, int64_t ldw, int64_t ldy, 
 
 template <class E>
 void reference_cases() {
-  // N tail (70 = 64 + 6) and K tail (40 = 32 + 8), with bias; the vector (cp.async) path.
+  // N tail (70 = 64 + 6) and K tail (40: 32 + 8 in fp32, one partial tile in 16-bit), with bias; the vector
+  // (cp.async) path.
   reference_case<E>(5, 70, 40, 40, 40, 70, true, 0, 1);
-  // Two row tiles (the second partial: 33 = 32 + 1), four k stages (both buffers reused), pitches larger than the
-  // rows, no bias.
-  reference_case<E>(33, 64, 100, 104, 112, 67, false, 0, 2);
+  // Two row tiles (the second partial: 33 = 32 + 1), 4 (16-bit) or 7 (fp32) k tiles so that every pipeline stage
+  // is reused, pitches larger than the rows, no bias.
+  reference_case<E>(33, 64, 200, 208, 216, 67, false, 0, 2);
   // K shorter than one stage and not a multiple of the 16-byte vector (a copy crossing K), one full row fragment.
   reference_case<E>(16, 17, 22, 24, 24, 17, true, 0, 3);
   // The scalar path: x one element off 16-byte alignment and odd pitches (K = 37 ends inside a vector).
@@ -159,7 +160,7 @@ TEST(SimtGemm, BadArgumentsAreInvalidValue) {
 // whose other rows are random (a new draw per case) gives the same bits as the 1-row step, through both load paths.
 template <class E>
 void invariance(uint64_t seed) {
-  const int N = 80, K = 72;  // two column tiles (one partial), three k stages (one partial)
+  const int N = 80, K = 72;  // two column tiles (one partial), k tiles: 3 in fp32, 2 in 16-bit (one partial)
   const int lo = -8, hi = std::is_same_v<E, __half> ? 3 : 8;  // fp16: sums stay below its 65504
   std::mt19937 rng(seed);
   auto w = spread_vec<E>(size_t(N) * K, rng, lo, hi);
