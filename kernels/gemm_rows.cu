@@ -43,6 +43,7 @@ struct GemmCfg {
   static_assert(!kMma || (BM == 32 && BN / 16 == kWarps), "WMMA: warp w owns column fragment w, both row fragments");
   static_assert(kMma || (BM == (kThreads / 16) * TM && BN == 16 * TN), "fp32: 16 x 8 threads of 4 x 4 outputs");
   static_assert(kMma || (32 / 16) * TM == 8, "fp32: a warp owns 8 consecutive rows (its skip test below)");
+  static_assert(kMma || (BK % 4 == 0 && (LDE * sizeof(E)) % 16 == 0), "fp32: 16-byte shared loads of 4 k");
   static_assert(bytes <= 48 * 1024, "fits the default dynamic shared memory (no opt-in attribute needed)");
 };
 
@@ -142,18 +143,21 @@ __global__ void __launch_bounds__(128) gemm_rows_kernel(const GemmParams p) {
         }
       }
     } else if (rows_live) {
-      // One FMA per k in increasing order into each output's own accumulator.
-#pragma unroll 8
-      for (int kk = 0; kk < BK; ++kk) {
-        float a[C::TM], b[C::TN];
+      // One FMA per k in increasing order into each output's own accumulator. Shared memory is read 4 k at a time
+      // (16-byte loads: with the 144-byte row pitch a quarter-warp's 8 rows hit 8 distinct 4-bank groups).
+#pragma unroll 2
+      for (int kk = 0; kk < BK; kk += 4) {
+        float a[C::TM][4], b[C::TN][4];
 #pragma unroll
-        for (int i = 0; i < C::TM; ++i) a[i] = to_f(X[(ty * C::TM + i) * C::LDE + kk]);
+        for (int i = 0; i < C::TM; ++i) load_f<E, 4>(X + (ty * C::TM + i) * C::LDE + kk, a[i]);
 #pragma unroll
-        for (int j = 0; j < C::TN; ++j) b[j] = to_f(W[(tx + 16 * j) * C::LDE + kk]);
+        for (int j = 0; j < C::TN; ++j) load_f<E, 4>(W + (tx + 16 * j) * C::LDE + kk, b[j]);
 #pragma unroll
-        for (int i = 0; i < C::TM; ++i)
+        for (int q = 0; q < 4; ++q)
 #pragma unroll
-          for (int j = 0; j < C::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+          for (int i = 0; i < C::TM; ++i)
+#pragma unroll
+            for (int j = 0; j < C::TN; ++j) acc[i][j] = fmaf(a[i][q], b[j][q], acc[i][j]);
       }
     }
   }

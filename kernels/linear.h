@@ -1,15 +1,25 @@
-// kernels/linear.h
+// The GEMM of the step program as plain arguments (raw pointers, no libtorch): shared by the step program
+// (src/model/cuda_step.h, which issues every projection through a StepLinear), its production implementation
+// (cuBLAS, src/model/torch_cuda_forward.cpp), the host implementation of the SIMT tests and a fixed-configuration
+// GEMM kernel.
 #pragma once
-#include <cstdint>
 #include "kernel_types.h"
+
 namespace la::kern {
-// y[m][n] = sum_k x[m][k] * w[n][k] (+ bias[n]), fp32 accumulation, y rounded to dt; w is nn.Linear's row-major [N, K].
+
+// y[m][n] = sum_k x[m][k] * w[n][k] (+ bias[n]) for m < M, n < N, accumulated in fp32 and rounded once to dt.
+// w is nn.Linear's weight, row-major [N, K] with row stride ldw; x is [M, K] (row stride ldx), y is [M, N] (row
+// stride ldy); bias (N elements) may be null. Every pointer is of element type dt.
 struct LinearArgs {
-  DType dt = DType::F32;
-  int M = 0, N = 0, K = 0;
-  const void* x = nullptr; int64_t ldx = 0;
-  const void* w = nullptr; int64_t ldw = 0;
-  const void* bias = nullptr;  // [N] or null
-  void* y = nullptr; int64_t ldy = 0;
+  DType dt;
+  int M, N, K;
+  const void* x;
+  int64_t ldx;
+  const void* w;
+  int64_t ldw;
+  const void* bias;
+  void* y;
+  int64_t ldy;
 };
-}
+
+}  // namespace la::kern

@@ -53,7 +53,7 @@ template <class E>
 std::vector<E> run_gemm(int M, int N, int K, const E* x, int64_t ldx, const E* w, int64_t ldw, const E* bias,
                         int64_t ldy) {
   std::vector<E> y(size_t(M) * ldy, from_f<E>(12345.f));
-  lk::LinearArgs a;
+  lk::LinearArgs a{};
   a.dt = dtype_of<E>();
   a.M = M;
   a.N = N;
@@ -127,7 +127,7 @@ TEST(SimtGemm, Bf16MatchesDoubleReference) { reference_cases<__nv_bfloat16>(); }
 
 TEST(SimtGemm, BadArgumentsAreInvalidValue) {
   std::vector<float> x(64), w(64), y(64);
-  lk::LinearArgs ok;
+  lk::LinearArgs ok{};
   ok.M = 2;
   ok.N = 2;
   ok.K = 4;
