@@ -13,7 +13,7 @@ namespace la::kern::detail {
 // Shared-memory layout of one CTA: kStages pipeline stages of [BM x BK] activations and [BN x BK] weights (k
 // contiguous, padded by one 16-byte vector per row against bank conflicts), and for the WMMA path an fp32 [BM x
 // BN] output staging tile that reuses the stages' bytes after the k loop. BK (64 for 16-bit, 32 for fp32: the
-// same 4 KiB of weights per stage) and kStages only decide how many weight bytes are in flight; neither changes
+// same 8 KiB of weights per stage) and kStages only decide how many weight bytes are in flight; neither changes
 // any element's summation order (k increasing, one accumulator), so neither matters for batch invariance.
 template <class E>
 struct GemmCfg {
@@ -208,6 +208,8 @@ cudaError_t launch_linear_fixed(const LinearArgs& a, cudaStream_t s) {
   if (a.M <= 0 || a.N <= 0 || a.K <= 0 || !a.x || !a.w || !a.y) return cudaErrorInvalidValue;
   if (a.ldx < a.K || a.ldw < a.K || a.ldy < a.N) return cudaErrorInvalidValue;
   const int64_t es = int64_t(dtype_size(a.dt));
+  auto misaligned = [&](const void* q) { return (reinterpret_cast<uintptr_t>(q) % uintptr_t(es)) != 0; };
+  if (misaligned(a.x) || misaligned(a.w) || misaligned(a.y) || misaligned(a.bias)) return cudaErrorInvalidValue;
   GemmParams p{a.M, a.N, a.K, a.x, a.ldx, a.w, a.ldw, a.bias, a.y, a.ldy, false};
   p.vec = aligned16(a.x) && aligned16(a.w) && (a.ldx * es) % 16 == 0 && (a.ldw * es) % 16 == 0;
   return dispatch_dtype(a.dt, [&](auto tag) {

@@ -153,6 +153,15 @@ TEST(SimtGemm, BadArgumentsAreInvalidValue) {
   EXPECT_EQ(bad([](lk::LinearArgs& a) { a.ldw = 3; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](lk::LinearArgs& a) { a.ldy = 1; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](lk::LinearArgs& a) { a.dt = lk::DType(7); }), cudaErrorInvalidValue);
+  // A pointer not aligned to its element type.
+  EXPECT_EQ(bad([&](lk::LinearArgs& a) { a.x = reinterpret_cast<const char*>(x.data()) + 2; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([&](lk::LinearArgs& a) { a.bias = reinterpret_cast<const char*>(w.data()) + 1; }),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(bad([&](lk::LinearArgs& a) {
+              a.dt = lk::DType::BF16;
+              a.y = reinterpret_cast<char*>(y.data()) + 1;
+            }),
+            cudaErrorInvalidValue);
   no_emulation_errors();
 }
 
