@@ -37,6 +37,7 @@ DraftController::DraftController(Strategy& strategy, const StepCostModel& cost, 
   ctx_.assign(std::max(1, strategy.draft_contexts()), model_);
   since_probe_.assign(ctx_.size(), 0);
   class_warm_.assign(ctx_.size(), 0);
+  class_probes_.assign(ctx_.size(), 0);
   ctx_steps_.assign(ctx_.size() * model_.levels(), 0);
   host_s_.assign(model_.levels(), 0.0);
   host_seen_.assign(model_.levels(), 0);
@@ -83,15 +84,33 @@ double DraftController::accepted_at(int level) const {
   int l = level;
   while (l > 0 && c.weight(l) <= 0) --l;
   double acc = c.expected_accepted(l);
-  if (hint_ >= 0 && l < level && c.weight(l) > 0) {
-    const double held = c.expected_nodes(l);
-    const double extra = nodes_at(level) - held;
-    if (held > 0 && extra > 0) {
-      const double r = std::min(1.0, acc / held);
-      acc += extra * r * r;
-    }
+  if (hint_ >= 0 && l < level && c.weight(l) > 0) acc = extrapolated(l, level);
+  // With a hint, a level measured but with less (decayed) weight than the best-measured level below is shrunk
+  // toward the extrapolation from that level, with the weight of kPriorSteps observations: one unlucky early
+  // plan of a long draft (a warm-up that accepted nothing) would otherwise read "long drafts accept nothing here"
+  // for as long as the class lives, since a level above the choice is only measured again by a rare probe, and
+  // decay ages its weight but not its mean. A level planned often is judged on its own measurements.
+  if (hint_ >= 0 && l == level && level > 0) {
+    int h = 0;
+    for (int k = 1; k < level; ++k)
+      if (c.weight(k) > 0 && (h == 0 || c.weight(k) >= c.weight(h))) h = k;
+    if (h > 0 && c.weight(h) > c.weight(level))
+      acc = (c.sum_accepted(level) + (c.weight(h) - c.weight(level)) * extrapolated(h, level)) / c.weight(h);
   }
   return hint_ >= 0 ? std::min(acc, nodes_at(level)) : acc;
+}
+
+// From measured level l to a level above: each extra draft node counts r^2 tokens, r = accepted / held at l.
+double DraftController::extrapolated(int l, int level) const {
+  const AcceptanceModel& c = current();
+  double acc = c.expected_accepted(l);
+  const double held = c.expected_nodes(l);
+  const double extra = nodes_at(level) - held;
+  if (held > 0 && extra > 0) {
+    const double r = std::min(1.0, acc / held);
+    acc += extra * r * r;
+  }
+  return acc;
 }
 
 double DraftController::expected_nodes(int level) const { return current().expected_nodes(level); }
@@ -170,8 +189,12 @@ int DraftController::choose(int context) {
       // No probe above a plan that already holds the whole draft (a larger budget is the same plan).
       const int up = pick + 1;
       const bool whole = hint_ >= 0 && model_.ladder()[pick] >= hint_;
-      if (pick < top && !whole && ++since_probe_[context_] >= probe_interval(pick, up)) {
+      // A young class probes sooner (after 2, 4, 8, ... of its steps): its first drafts may have failed by chance
+      // (two warm-up drafts that accepted nothing would otherwise keep a class of long matches plain for 16+ steps).
+      const int interval = std::min(probe_interval(pick, up), 2 << std::min(class_probes_[context_], 20));
+      if (pick < top && !whole && ++since_probe_[context_] >= interval) {
         since_probe_[context_] = 0;
+        ++class_probes_[context_];
         if (could_pay(up)) {
           pick = up;
           probe_ = true;

@@ -19,6 +19,7 @@
 // run (sum of cost(plan tokens)) and tokens per cost relative to plain decoding (1 token per cost(1)): the
 // controller judged on a real trace and a measured cost curve without the timing noise of a shared machine.
 // REPLAY_DEBUG=1: one stderr line per step, "class|size hint|budget (-1: fixed)|plan nodes|accepted".
+// REPLAY_DEBUG2=1 (with --adaptive): before each step, the controller's expected accepted tokens and score per level.
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -154,6 +155,12 @@ int main(int argc, char** argv) try {
       if (ctl) {
         const int ctx = s->draft_context(seq);
         const int b = ctl->choose(ctx);
+        if (getenv("REPLAY_DEBUG2")) {
+          std::cerr << "  ctx " << s->draft_context_label(ctx) << " hint " << s->draft_size_hint() << " pick " << b;
+          for (int l = 0; l < (int)ctl->ladder().size(); ++l)
+            std::cerr << " [" << ctl->ladder()[l] << ": a" << ctl->expected_accepted(l) << " s" << ctl->score(l) << "]";
+          std::cerr << "\n";
+        }
         ++by_context[s->draft_context_label(ctx)][b];
         plain_steps += b == 0;
       }

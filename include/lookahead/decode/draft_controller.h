@@ -25,9 +25,15 @@
 // Size hints: a strategy that knows before planning how many nodes its draft holds (Strategy::draft_size_hint:
 // suffix, prompt lookup) has each budget b costed at min(b, hint) nodes, and a budget at or above the hint (the
 // same plan) is not probed; without a hint an unplanned budget is costed as full (the cautious cost).
+// Stale levels (size hints): a level measured less, in decayed weight, than the best-measured level below it is
+// judged on its measurements plus, for the observations it lacks, the extrapolation from that level: a class
+// whose first long drafts failed by chance is not held at short drafts by those two samples (decay ages a level's
+// weight but not its mean, and a level above the choice is only measured by a probe).
 // Probes are paid for: one costs its extra forward time over the chosen level, so the interval grows until probing
 // takes at most `probe_share` of the step time (with a steep cost, e.g. a compute-bound CPU forward where two
 // tokens cost 1.4 plain steps, every 16 steps would be 2.5%; on a flat GPU cost it is free and every 16 holds).
+// A young context class probes sooner: its first probes come after 2, 4, 8, ... of its steps (a few cheap steps
+// over the class's life), so a class judged on two unlucky first drafts is re-measured within steps.
 // Warm-up: the strategy's first `warmup_steps` steps (the controller lives as long as the strategy, across
 // requests) plan the largest budget that costs at most `warmup_cost` plain steps, measuring every level below it
 // at once (on a flat cost: the largest budget; on a steep one a 65-token step would cost four plain steps).
@@ -92,6 +98,7 @@ class DraftController {
  private:
   double step_cost(int level, double nodes) const;
   double nodes_at(int level) const;
+  double extrapolated(int from_level, int level) const;
   double accepted_at(int level) const;  // one level's estimate (expected_accepted: the running max with a hint)  // draft nodes a plan at this level holds: the hint's, or the expected
   const AcceptanceModel& current() const;  // the statistics for the current context class
   double host(int level) const;
@@ -112,6 +119,7 @@ class DraftController {
   bool probe_ = false;
   std::vector<int64_t> since_probe_;  // per context class
   std::vector<int> class_warm_;       // per context class: warm-up drafts planned (size hints only)
+  std::vector<int> class_probes_;     // per context class: probes made (a young class probes sooner)
   AdaptiveCounters counters_;
   std::vector<int64_t> ctx_steps_;
   std::vector<int> rank_, path_ranks_, acc_, nodes_;  // scratch, reused every step
