@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cuda_step.h"
+#include "gemm_rows.h"
 #include "kv_cache.h"
 #include "lookahead/model/llama.h"
 #include "lookahead/model/safetensors.h"
@@ -97,6 +98,39 @@ struct HostLinear final : StepLinear {
   }
 };
 
+// The fixed-configuration GEMM kernel (kernels/gemm_rows.cu) as the step program's GEMM, as a GPU would run it once
+// it is wired into CudaForward: every output element reduced over k in one order whatever M.
+struct FixedLinear final : StepLinear {
+  int calls = 0;
+  cudaError_t linear(const kern::LinearArgs& a, cudaStream_t s) override {
+    ++calls;
+    return kern::launch_linear_fixed(a, s);
+  }
+};
+
+// A GEMM whose summation order depends on M, as cuBLAS's may (the negative control of the invariance test): k in
+// reverse order for steps of more than 8 rows.
+struct MDependentLinear final : StepLinear {
+  int calls = 0;
+  cudaError_t linear(const kern::LinearArgs& a, cudaStream_t) override {
+    ++calls;
+    const float* x = static_cast<const float*>(a.x);
+    const float* w = static_cast<const float*>(a.w);
+    const float* b = static_cast<const float*>(a.bias);
+    float* y = static_cast<float*>(a.y);
+    for (int m = 0; m < a.M; ++m)
+      for (int n = 0; n < a.N; ++n) {
+        float acc = 0.f;
+        for (int i = 0; i < a.K; ++i) {
+          const int k = a.M > 8 ? a.K - 1 - i : i;
+          acc += x[m * a.ldx + k] * w[n * a.ldw + k];
+        }
+        y[m * a.ldy + n] = acc + (b ? b[n] : 0.f);
+      }
+    return cudaSuccess;
+  }
+};
+
 // The step program's world for one model: weights, buffers and caches in "device" memory.
 template <class E>
 struct Device {
@@ -106,7 +140,8 @@ struct Device {
   StepCaches c;
   std::vector<Buf> keep;
   Buf step{0}, table{0}, commit_src{0};
-  HostLinear<E> lin;
+  HostLinear<E> host;
+  StepLinear* lin = &host;  // the GEMM the steps use
 
   // mutate_norm: the mutation check's wrong index (every layer's ln2 replaced by its ln1).
   Device(const ModelConfig& cfg, const SafetensorsCheckpoint& ck, int cache_rows, bool mutate_norm = false) {
@@ -189,7 +224,7 @@ struct Device {
     int32_t* words = static_cast<int32_t*>(step.get());
     fill_padded_step(in.tokens, in.positions, in.parents, L, lay, words);
     ASSERT_EQ(words[lay.cache_len], L);  // the device-side cache length the KV append and the attention read
-    const StepStatus st = enqueue_step(d, w, b, c, lay, lin, nullptr);
+    const StepStatus st = enqueue_step(d, w, b, c, lay, *lin, nullptr);
     ASSERT_TRUE(st.ok()) << st.what;
     const auto errs = la_simt::take_errors();
     ASSERT_TRUE(errs.empty()) << errs.front();
@@ -240,7 +275,7 @@ struct Tolerance {
 // decoding steps; every step compared with the ATen forward. Returns the largest relative logit difference seen.
 template <class E>
 double compare(const std::string& dir, const std::string& dtype, const std::vector<int>& sizes, Tolerance tol,
-               bool mutate = false, bool* mismatch = nullptr) {
+               bool mutate = false, bool* mismatch = nullptr, StepLinear* gemm = nullptr) {
   LoadOptions o;
   o.model = dir;
   o.dtype = dtype;
@@ -252,6 +287,7 @@ double compare(const std::string& dir, const std::string& dtype, const std::vect
   const ModelConfig& cfg = ref->config();
   const SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(dir);
   Device<E> dev(cfg, ck, 384, mutate);
+  if (gemm) dev.lin = gemm;
   std::mt19937 rng(1234);
   int L = 0, non_prefix = 0;
   double worst = 0;
@@ -320,7 +356,9 @@ double compare(const std::string& dir, const std::string& dtype, const std::vect
   if (!mutate) {
     EXPECT_GT(non_prefix, 0) << "no commit of a non-prefix path";
   }
-  EXPECT_GT(dev.lin.calls, 0);
+  if (!gemm) {
+    EXPECT_GT(dev.host.calls, 0);
+  }
   if (mismatch) *mismatch = bad;
   return worst;
 }
@@ -385,6 +423,59 @@ TEST(SimtForward, RandomGqaBiasBf16TreeStepsAllBuckets) {
   Timer tm{"random bf16"};
   const double worst = compare<__nv_bfloat16>(random_model_dir(), "bf16", kAllBuckets, {kTolBf16, false});
   std::printf("random bf16: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+}
+
+// The same with the fixed-configuration GEMM kernel as the step program's GEMM (kernels/gemm_rows.cu under the
+// emulation): the whole GPU step with no cuBLAS left, against the ATen forward.
+TEST(SimtForward, RandomGqaBiasFp32FixedGemmAllBuckets) {
+  Timer tm{"random fp32, fixed GEMM"};
+  FixedLinear fixed;
+  const double worst = compare<float>(random_model_dir(), "fp32", kAllBuckets, {kTolF32, true}, false, nullptr, &fixed);
+  EXPECT_GT(fixed.calls, 0);
+  std::printf("random fp32, fixed GEMM: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+}
+
+// Batch invariance of the whole fp32 step program with the fixed GEMM: a chain of three tokens gives the same logit
+// bits alone (bucket 8) and as the first chain of trees of 40 and 200 tokens (buckets 64 and 256), the attention
+// splits being fixed by absolute position (kernels/step_attention_plan.h) and every other kernel and the GEMM
+// computing a row from that row alone. The negative control: a GEMM whose k order depends on M breaks it.
+std::vector<std::vector<float>> first_chain_logits(const std::string& dir, StepLinear& gemm) {
+  const ModelConfig cfg = model_config_of(dir);
+  const SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(dir);
+  Device<float> dev(cfg, ck, 320);
+  dev.lin = &gemm;
+  std::vector<float> lg;
+  std::vector<int32_t> am;
+  dev.run(StepInput::chain({1, 5, 9, 13, 17}, 0), 0, lg, am);
+  dev.commit({0, 1, 2, 3, 4}, 0);
+  const int L = 5;
+  std::mt19937 rng(99);
+  std::vector<std::vector<float>> out;
+  for (int T : {3, 40, 200}) {
+    StepInput in = random_tree(rng, T, L, cfg.vocab);
+    const int32_t chain[3] = {7, 3, 11};
+    for (int i = 0; i < 3; ++i) {
+      in.tokens[i] = chain[i];
+      in.parents[i] = i - 1;
+      in.positions[i] = L + i;
+    }
+    for (int i = 3; i < T; ++i) in.positions[i] = in.parents[i] < 0 ? L : in.positions[in.parents[i]] + 1;
+    dev.run(in, L, lg, am);
+    out.emplace_back(lg.begin(), lg.begin() + 3 * cfg.vocab);
+  }
+  return out;
+}
+
+TEST(SimtForward, Fp32StepIsBatchInvariantWithFixedGemm) {
+  Timer tm{"batch invariance"};
+  FixedLinear fixed;
+  const auto lg = first_chain_logits(random_model_dir(), fixed);
+  for (size_t i = 1; i < lg.size(); ++i)
+    EXPECT_EQ(std::memcmp(lg[0].data(), lg[i].data(), lg[0].size() * sizeof(float)), 0) << "step " << i;
+  MDependentLinear mdep;
+  const auto bad = first_chain_logits(random_model_dir(), mdep);
+  EXPECT_NE(std::memcmp(bad[0].data(), bad[1].data(), bad[0].size() * sizeof(float)), 0)
+      << "an M-dependent GEMM should change the bits";
 }
 
 // The two gathers of the step program on their own: embedding rows by device ids (an id outside the vocabulary
