@@ -442,13 +442,17 @@ TEST(SimtForward, RandomGqaBiasFp32FixedGemmAllBuckets) {
 std::vector<std::vector<float>> first_chain_logits(const std::string& dir, StepLinear& gemm) {
   const ModelConfig cfg = model_config_of(dir);
   const SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(dir);
-  Device<float> dev(cfg, ck, 320);
+  Device<float> dev(cfg, ck, 384);
   dev.lin = &gemm;
   std::vector<float> lg;
   std::vector<int32_t> am;
-  dev.run(StepInput::chain({1, 5, 9, 13, 17}, 0), 0, lg, am);
-  dev.commit({0, 1, 2, 3, 4}, 0);
-  const int L = 5;
+  // A cache of 70 rows: more than the narrowest split (64 keys), so a split layout that followed the bucket would
+  // regroup the chain's keys.
+  const int L = 70;
+  std::vector<int32_t> pre(L), idx(L);
+  for (int i = 0; i < L; ++i) pre[i] = (7 * i + 1) % cfg.vocab, idx[i] = i;
+  dev.run(StepInput::chain(pre, 0), 0, lg, am);
+  dev.commit(idx, 0);
   std::mt19937 rng(99);
   std::vector<std::vector<float>> out;
   for (int T : {3, 40, 200}) {
