@@ -140,6 +140,12 @@ TEST(Simt, StepAttentionHalfAndBf16ScalarAndWmma) {
     EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 70, 128, true}, 9, nullptr, mma), 2e-2);
     EXPECT_LT(run_case<__half>({37, 2, 2, 16, 5}, 15, nullptr, mma), 4e-3);  // two ancestor words per row
   }
+  // The flag reaches the kernel: WMMA rounds the probabilities to 16 bits, the scalar path keeps them in fp32, so
+  // some outputs differ in their last bits.
+  std::vector<float> scalar, wmma;
+  run_case<__half>({9, 4, 2, 64, 80, 64}, 7, &scalar, false);
+  run_case<__half>({9, 4, 2, 64, 80, 64}, 7, &wmma, true);
+  EXPECT_NE(scalar, wmma);
 }
 
 // On an sm_86/89 part (99 KiB opt-in) the 64-row fp32 and WMMA tiles at D = 128 do not fit: the launcher takes the

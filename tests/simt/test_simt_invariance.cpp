@@ -194,7 +194,7 @@ void sixteen_bit_tree_nodes(uint64_t seed) {
           const int keys = (seed % 2) ? 64 : 128;
           const bool dev = (seed % 3) == 0;
           const Case c{h, T, L, keys, dev, false};
-          EXPECT_EQ(differing_tokens<E>(c, seed++, 3, &splits), 0)
+          EXPECT_EQ(differing_tokens<E>(c, seed++, 8, &splits), 0)
               << "D " << h.D << " T " << T << " L " << L << " split_keys " << keys << " device_len " << dev
               << " smem " << smem;
         }
