@@ -98,7 +98,7 @@ inline size_t attn_smem_bytes(int es, int DP, int BM) { return attn_smem_bytes(e
 // Query rows per CTA: 16 for small steps (rows = T * heads per KV head <= 16), else 64 when its shared memory fits
 // the device's opt-in limit (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB
 // on sm_86/89, where the 64-row fp32 and WMMA tiles (110-118 KiB at D = 128) do not fit; the scalar 16-bit one,
-// 88 KiB at D = 128, does), else 16.
+// 86 KiB at D = 128, does), else 16.
 inline int attn_row_tile(int rows, int es, int D, size_t smem_optin, bool mma) {
   if (rows <= 16) return 16;
   return attn_smem_bytes(es, attn_padded_dim(D), 64, mma) <= smem_optin ? 64 : 16;

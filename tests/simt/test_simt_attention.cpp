@@ -149,7 +149,7 @@ TEST(Simt, StepAttentionHalfAndBf16ScalarAndWmma) {
 }
 
 // On an sm_86/89 part (99 KiB opt-in) the 64-row fp32 and WMMA tiles at D = 128 do not fit: the launcher takes the
-// 16-row one (the scalar 16-bit 64-row tile, 88 KiB, fits and is kept).
+// 16-row one (the scalar 16-bit 64-row tile, 86 KiB, fits and is kept).
 TEST(Simt, SixtyFourRowTileFallsBackOnSm86) {
   la_simt::set_device(84, 99 * 1024);
   EXPECT_EQ(lk::attn_row_tile(36, 2, 128, 99 * 1024, true), 16);
