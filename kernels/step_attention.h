@@ -24,8 +24,9 @@ namespace la::kern {
 //    output element summing over the head dim / the keys in a fixed order, fp32 probabilities, and a row's step
 //    keys read by absolute position (its k-th ancestor at key position cache_len + k). Batch-invariant for every
 //    tree node: a token's output is the same bits alone (plain decoding of its path) and inside any tree step, at
-//    any T, cache length and row tile. Because that arithmetic is plain IEEE fp32, the SIMT emulation's check of it
-//    (tests/simt/test_simt_invariance.cpp) carries over to the GPU.
+//    any T, cache length and row tile. Because that arithmetic is scalar fp32 operations in an order the source
+//    fixes (nvcc compiles a row's expressions alike in every row tile), the SIMT emulation's check of it
+//    (tests/simt/test_simt_invariance.cpp) carries over to the GPU, unlike anything computed by WMMA.
 //  * WMMA (fp16/bf16 with fast_mma): tensor cores (m16n16k16, fp32 accumulators, 16-bit probabilities), step keys
 //    at their step index. Invariant only for a chain, and the in-mma accumulation order is the hardware's.
 // Cost of the scalar 16-bit default, NOT measured (no GPU here): attention runs on CUDA cores instead of tensor
