@@ -5,7 +5,9 @@
 #    scalar (the default, batch-invariant path) and fp16/bf16 WMMA (fast_mma)) = 40;
 #  * no register spills and no stack (LOCAL:0, STACK:0) in any kernel;
 #  * registers within what the launch assumes: <= 255 everywhere, and the 16-row attention tiles <= 128 so that
-#    4 resident CTAs of 128 threads per SM (the occupancy the 16-row tile is sized for) fit the 64 Ki registers.
+#    4 resident CTAs of 128 threads per SM (the occupancy the 16-row tile is sized for) fit the 64 Ki registers;
+#  * the fixed-configuration GEMM (gemm_rows.cu) compiled in its 3 element types for both, and <= 128 registers
+#    (4 CTAs of 128 threads per SM at least: a decode GEMM is memory-bound and needs warps in flight).
 # cuobjdump is not in the toolkit here: it comes from PyPI (nvidia-cuda-cuobjdump, CUDA 13, installed into the
 # torch venv by launch/setup.sh --test-deps; triton ships one too). CUOBJDUMP=path overrides.
 # labels: cuda-static
@@ -58,6 +60,8 @@ for arch in ("sm_80", "sm_90"):
     check(len(cfgs) == 40, f"{arch}: {len(cfgs)} step attention configurations (want 40)")
     scalar16 = {c for c in cfgs if c[0] != "f" and c[3] == "0"}
     check(len(scalar16) == 16, f"{arch}: {len(scalar16)} scalar fp16/bf16 configurations (want 16)")
+    gemm = {n for (m, a), fs in funcs.items() if a == arch and m == "gemm_rows.cu.o" for n in fs if "gemm_rows_kernel" in n}
+    check(len(gemm) == 3, f"{arch}: {len(gemm)} gemm_rows kernels in gemm_rows.cu.o (want 3: f32, f16, bf16)")
 worst = {}
 for (mem, arch), fs in funcs.items():
     for n, r in fs.items():
@@ -67,6 +71,7 @@ for (mem, arch), fs in funcs.items():
             print("FAIL:", fails[-1])
         limit = 255
         if "step_attention_kernel" in n and re.search(r"ELi16ELb[01]EEv", n): limit = 128
+        if "gemm_rows_kernel" in n: limit = 128
         if r["REG"] > limit:
             fails.append(f"{arch} {short}: {r['REG']} registers > {limit}"); print("FAIL:", fails[-1])
         worst[arch] = max(worst.get(arch, 0), r["REG"])
