@@ -155,7 +155,8 @@ cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t strea
   p.max_cache_len = a.max_cache_len;
   p.splits = step_attention_splits(a);
   if (p.splits <= 0) return cudaErrorInvalidValue;  // split_keys not a positive multiple of 64
-  p.split_tiles = (a.split_keys ? a.split_keys : kAttnSplitKeys) / (a.dtype == DType::F32 ? 32 : 64);
+  const bool mma = a.fast_mma && a.dtype != DType::F32;  // fp32 has only the scalar path
+  p.split_tiles = (a.split_keys ? a.split_keys : kAttnSplitKeys) / (mma ? 64 : 32);  // split_keys / key tile
   p.scale_log2 = a.scale * 1.4426950408889634f;
   if (p.splits > 1) {
     // Never fewer splits for a small workspace: the split boundaries are what keeps the result batch-invariant.
@@ -168,9 +169,9 @@ cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t strea
 
   cudaError_t e = cudaErrorInvalidValue;
   switch (a.dtype) {
-    case DType::F32: e = launch_attention_f32(p, stream); break;
-    case DType::F16: e = launch_attention_f16(p, stream); break;
-    case DType::BF16: e = launch_attention_bf16(p, stream); break;
+    case DType::F32: e = launch_attention_f32(p, false, stream); break;
+    case DType::F16: e = launch_attention_f16(p, mma, stream); break;
+    case DType::BF16: e = launch_attention_bf16(p, mma, stream); break;
   }
   if (e != cudaSuccess || p.splits == 1) return e;
 

@@ -38,9 +38,12 @@ struct AttnParams {
 };
 
 // The shared-memory layout (and its static_asserts) lives in the host-only step_attention_plan.h.
-template <class E, int DP, int BM>
-struct AttnCfg : AttnLayout<int(sizeof(E)), DP, BM> {
-  static_assert(std::is_same_v<E, float> == (sizeof(E) == 4), "fp32 runs scalar FMAs, 16-bit types WMMA");
+// MMA: WMMA (fp16/bf16 with fast_mma); else scalar fp32 FMAs on widened elements (every dtype by default).
+template <class E, int DP, int BM, bool MMA>
+struct AttnCfg : AttnLayout<int(sizeof(E)), DP, BM, MMA> {
+  static_assert(std::is_same_v<E, float> == (sizeof(E) == 4), "fp32, or a 16-bit type");
+  // Probabilities: the WMMA operand type on the tensor-core path, fp32 on the scalar path.
+  using P = std::conditional_t<MMA, E, float>;
 };
 
 // The step index of the k-th ancestor (root first: k = 0) of a token, from its ancestor bits, or -1 past the token
@@ -65,12 +68,12 @@ __device__ __forceinline__ int step_depth(const uint32_t* ab, int words) {
 }
 
 // Issues the cp.async copies of key/value tile `tile` (rows beyond the key range are zero-filled). With `cache_only`
-// (the fp32 path, which reads each row's step keys by position, see below) the step's rows are zero-filled too.
-template <class E, int DP, int BM>
+// (the scalar path, which reads each row's step keys by position, see below) the step's rows are zero-filled too.
+template <class E, int DP, int BM, bool MMA>
 __device__ __forceinline__ void load_kv_tile(E* dst, const E* cache, int64_t c_st, int64_t c_sh, const E* fresh,
                                              int64_t f_st, int64_t f_sh, int hk, int tile, int L, int Ltot, int D,
                                              bool cache_only) {
-  using C = AttnCfg<E, DP, BM>;
+  using C = AttnCfg<E, DP, BM, MMA>;
   const int cpr = D / C::kVec;  // chunks per row
   for (int idx = threadIdx.x; idx < C::BN * cpr; idx += C::kThreads) {
     const int r = idx / cpr, c = idx - r * cpr;
@@ -88,16 +91,17 @@ __device__ __forceinline__ void load_kv_tile(E* dst, const E* cache, int64_t c_s
   }
 }
 
-template <class E, int DP, int BM>
+template <class E, int DP, int BM, bool MMA>
 __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p) {
-  using C = AttnCfg<E, DP, BM>;
+  using C = AttnCfg<E, DP, BM, MMA>;
+  using PT = typename C::P;
   constexpr int BN = C::BN;
   LA_DYNAMIC_SMEM(unsigned char, smem, 128);
   E* sQ = reinterpret_cast<E*>(smem + C::offQ);
   E* sK = reinterpret_cast<E*>(smem + C::offK);
   E* sV = reinterpret_cast<E*>(smem + C::offV);
   float* sS = reinterpret_cast<float*>(smem + C::offS);
-  E* sP = reinterpret_cast<E*>(smem + C::offP);
+  PT* sP = reinterpret_cast<PT*>(smem + C::offP);
   float* sO = reinterpret_cast<float*>(smem + C::offO);
   float* sM = reinterpret_cast<float*>(smem + C::offM);
   float* sL = reinterpret_cast<float*>(smem + C::offL);
@@ -115,12 +119,14 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
   const int t_begin = min(ntiles, split * p.split_tiles);
   const int t_end = min(ntiles, t_begin + p.split_tiles);
   const int D = p.D;
-  // fp32 (scalar FMAs): a row's step keys are taken by POSITION, not by step index: key position L + k of a row is
-  // the k-th ancestor of its token (root first), read from k_new/v_new directly, and positions past the token are
-  // masked. So a token sees its keys in the tiles, lanes and splits a plain decode of its path puts them in (where
-  // the same rows sit in the cache), and its output is the same bits alone and inside any tree. The 16-bit path
-  // (WMMA: one K tile shared by 16 rows) keeps step keys at their step index: invariant for a token whose
-  // ancestors are the step's first rows (a chain), not for other tree nodes.
+  // Scalar path (fp32, and fp16/bf16 by default; fp32 FMAs on widened elements): a row's step keys are taken by
+  // POSITION, not by step index: key position L + k of a row is the k-th ancestor of its token (root first), read
+  // from k_new/v_new directly, and positions past the token are masked. So a token sees its keys in the tiles,
+  // lanes and splits a plain decode of its path puts them in (where the same rows sit in the cache), and its output
+  // is the same bits alone and inside any tree: every operation is an IEEE fp32 FMA/exp2/add in a fixed order that
+  // depends on the row and the key position only. The WMMA path (fast_mma: one K tile shared by 16 rows) keeps
+  // step keys at their step index: invariant for a token whose ancestors are the step's first rows (a chain), not
+  // for other tree nodes, and on a GPU its in-mma accumulation order is the hardware's.
   constexpr bool kGather = !C::kMma;
   const int aw = p.anc_words;
 
@@ -147,9 +153,9 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
       }
     }
   }
-  if (t_begin < t_end) load_kv_tile<E, DP, BM>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, t_begin, L, Ltot, D, kGather);
+  if (t_begin < t_end) load_kv_tile<E, DP, BM, MMA>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, t_begin, L, Ltot, D, kGather);
   cp_async_commit();  // group: Q + K(t_begin)
-  if (t_begin < t_end) load_kv_tile<E, DP, BM>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, t_begin, L, Ltot, D, kGather);
+  if (t_begin < t_end) load_kv_tile<E, DP, BM, MMA>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, t_begin, L, Ltot, D, kGather);
   cp_async_commit();  // group: V(t_begin)
 
   const int kt_n = (D + 15) / 16;                  // 16-wide k steps over the head dim actually used
@@ -180,8 +186,8 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
       const int nr = mt_n * 16;
       for (int idx = tid; idx < nr * BN; idx += C::kThreads) {
         const int r = idx / BN, c = idx - r * BN;
-        const float* qr = reinterpret_cast<const float*>(sQ) + r * C::LDE;
-        const float* kr = reinterpret_cast<const float*>(sK) + c * C::LDE;
+        const E* qr = sQ + r * C::LDE;
+        const E* kr = sK + c * C::LDE;
         const int j = tile * BN + c;  // key position
         if (j >= L) {  // a step position: this row's ancestor at depth j - L, if any
           const int gr = r0 + r;
@@ -190,16 +196,16 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
             sS[r * C::LDS + c] = 0.f;  // masked below
             continue;
           }
-          kr = reinterpret_cast<const float*>(kn) + int64_t(a) * p.kn_st + int64_t(hk) * p.kn_sh;
+          kr = kn + int64_t(a) * p.kn_st + int64_t(hk) * p.kn_sh;
         }
-        float s = 0.f;
-        for (int d = 0; d < D; ++d) s = fmaf(qr[d], kr[d], s);
+        float s = 0.f;  // widened exactly (16-bit -> fp32), so fp16/bf16 run fp32's arithmetic on their values
+        for (int d = 0; d < D; ++d) s = fmaf(to_f(qr[d]), to_f(kr[d]), s);
         sS[r * C::LDS + c] = s;
       }
     }
     __syncthreads();  // S complete, K buffer free
     if (tile + 1 < t_end)
-      load_kv_tile<E, DP, BM>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, tile + 1, L, Ltot, D, kGather);
+      load_kv_tile<E, DP, BM, MMA>(sK, kc, p.kc_st, p.kc_sh, kn, p.kn_st, p.kn_sh, hk, tile + 1, L, Ltot, D, kGather);
     cp_async_commit();  // group: K(tile+1) (maybe empty)
 
     // ---- online softmax: one warp per row ----
@@ -237,7 +243,7 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
         for (int i = 0; i < PER; ++i) sv[i] = 0.f;
       }
 #pragma unroll
-      for (int i = 0; i < PER; ++i) sP[r * C::LDP + lane + 32 * i] = from_f<E>(sv[i]);
+      for (int i = 0; i < PER; ++i) sP[r * C::LDP + lane + 32 * i] = from_f<PT>(sv[i]);
       sum = warp_sum(sum);
       if (alpha != 1.f)
         for (int d = lane; d < DP; d += 32) sO[r * C::LDO + d] *= alpha;
@@ -272,8 +278,8 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
       const int nr = mt_n * 16;
       for (int idx = tid; idx < nr * D; idx += C::kThreads) {
         const int r = idx / D, d = idx - r * D;
-        const float* pr = reinterpret_cast<const float*>(sP) + r * C::LDP;
-        const float* vcol = reinterpret_cast<const float*>(sV) + d;
+        const float* pr = sP + r * C::LDP;
+        const E* vcol = sV + d;
         const int gr = r0 + r;
         const uint32_t* ab = p.anc + int64_t(gr < rows ? gr / p.G : 0) * aw;
         float o = sO[r * C::LDO + d];
@@ -281,11 +287,11 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
           const int j = kbase + c;
           float v;
           if (j < L) {
-            v = vcol[c * C::LDE];
+            v = to_f(vcol[c * C::LDE]);
           } else {  // the row's ancestor at depth j - L; past the token every probability is 0: stop
             const int a = gr < rows ? kth_ancestor(ab, aw, j - L) : -1;
             if (a < 0) break;
-            v = reinterpret_cast<const float*>(vn)[int64_t(a) * p.vn_st + int64_t(hk) * p.vn_sh + d];
+            v = to_f(vn[int64_t(a) * p.vn_st + int64_t(hk) * p.vn_sh + d]);
           }
           o = fmaf(pr[c], v, o);
         }
@@ -294,7 +300,7 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
     }
     __syncthreads();  // V buffer and P free
     if (tile + 1 < t_end)
-      load_kv_tile<E, DP, BM>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, tile + 1, L, Ltot, D, kGather);
+      load_kv_tile<E, DP, BM, MMA>(sV, vc, p.vc_st, p.vc_sh, vn, p.vn_st, p.vn_sh, hk, tile + 1, L, Ltot, D, kGather);
     cp_async_commit();  // group: V(tile+1) (maybe empty)
   }
   cp_async_wait<0>();
@@ -322,17 +328,17 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
 // Raises the kernel's dynamic shared memory limit to `bytes` on the current device (once per kernel and device).
 cudaError_t ensure_smem_limit(const void* kernel, int bytes);  // step_attention.cu
 
-template <class E, int DP, int BM>
+template <class E, int DP, int BM, bool MMA>
 cudaError_t launch_attention_cfg(const AttnParams& p, cudaStream_t stream) {
-  using C = AttnCfg<E, DP, BM>;
-  const void* kfn = reinterpret_cast<const void*>(&step_attention_kernel<E, DP, BM>);
+  using C = AttnCfg<E, DP, BM, MMA>;
+  const void* kfn = reinterpret_cast<const void*>(&step_attention_kernel<E, DP, BM, MMA>);
   if (C::bytes > 48 * 1024) {
     const cudaError_t e = ensure_smem_limit(kfn, int(C::bytes));
     if (e != cudaSuccess) return e;
   }
   const int rows = p.T * p.G;
   dim3 grid((rows + BM - 1) / BM, p.Hkv, p.splits);
-  LA_LAUNCH(grid, C::kThreads, C::bytes, stream, step_attention_kernel<E, DP, BM>)(p);
+  LA_LAUNCH(grid, C::kThreads, C::bytes, stream, step_attention_kernel<E, DP, BM, MMA>)(p);
   return cudaGetLastError();
 }
 
@@ -340,12 +346,12 @@ cudaError_t launch_attention_cfg(const AttnParams& p, cudaStream_t stream) {
 size_t smem_optin();
 
 // Picks the padded head dim and the row tile (attn_row_tile: 64 rows only where the device's opt-in shared memory
-// holds them, so sm_86/89 parts run the 16-row configuration).
-template <class E>
-cudaError_t launch_attention_typed(const AttnParams& p, cudaStream_t stream) {
-  const bool small = attn_row_tile(p.T * p.G, int(sizeof(E)), p.D, smem_optin()) == 16;
-#define LA_ATTN_CASE(DPV)                                                                      \
-  return small ? launch_attention_cfg<E, DPV, 16>(p, stream) : launch_attention_cfg<E, DPV, 64>(p, stream)
+// holds them, so sm_86/89 parts run the 16-row configuration where the 64-row one does not fit).
+template <class E, bool MMA>
+cudaError_t launch_attention_path(const AttnParams& p, cudaStream_t stream) {
+  const bool small = attn_row_tile(p.T * p.G, int(sizeof(E)), p.D, smem_optin(), MMA) == 16;
+#define LA_ATTN_CASE(DPV)                                                                                    \
+  return small ? launch_attention_cfg<E, DPV, 16, MMA>(p, stream) : launch_attention_cfg<E, DPV, 64, MMA>(p, stream)
   switch (attn_padded_dim(p.D)) {
     case 16: LA_ATTN_CASE(16);
     case 64: LA_ATTN_CASE(64);
@@ -357,9 +363,18 @@ cudaError_t launch_attention_typed(const AttnParams& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
+// The scalar (batch-invariant) path, or for 16-bit types with `mma` the WMMA one (fp32 has no WMMA path: ignored).
+template <class E>
+cudaError_t launch_attention_typed(const AttnParams& p, bool mma, cudaStream_t stream) {
+  if constexpr (sizeof(E) == 2) {
+    if (mma) return launch_attention_path<E, true>(p, stream);
+  }
+  return launch_attention_path<E, false>(p, stream);
+}
+
 // Defined in the per-type translation units.
-cudaError_t launch_attention_f32(const AttnParams& p, cudaStream_t stream);
-cudaError_t launch_attention_f16(const AttnParams& p, cudaStream_t stream);
-cudaError_t launch_attention_bf16(const AttnParams& p, cudaStream_t stream);
+cudaError_t launch_attention_f32(const AttnParams& p, bool mma, cudaStream_t stream);
+cudaError_t launch_attention_f16(const AttnParams& p, bool mma, cudaStream_t stream);
+cudaError_t launch_attention_bf16(const AttnParams& p, bool mma, cudaStream_t stream);
 
 }  // namespace la::kern::detail

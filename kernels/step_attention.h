@@ -15,11 +15,23 @@ namespace la::kern {
 // multiple of 8 (fp16/bf16) or 4 (fp32) up to 128; it is padded to the next of 16/64/80/128 inside the kernel.
 //
 // Design: one CTA (4 warps) owns a tile of BM query rows (rows = (token, head-in-group) pairs, so all heads of a
-// GQA group share each K/V tile; BM = 16 when T*G <= 16, else 64) of one KV head and a contiguous range of
-// 64-key tiles (32 for fp32). K and V tiles are copied with cp.async (K of tile i+1 streams in during the
-// softmax and PV of tile i, V of tile i during QK^T and softmax). QK^T and PV use tensor cores (WMMA
-// m16n16k16, fp32 accumulators) for fp16/bf16 and plain fp32 FMAs for fp32 input. Scores, probabilities and the
-// output accumulator live in shared memory; online softmax (running max / sum per row, exp2 domain).
+// GQA group share each K/V tile; BM = 16 when T*G <= 16, else 64 where the shared memory allows) of one KV head
+// and a contiguous range of 32-key tiles (64 on the WMMA path). K and V tiles are copied with cp.async (K of tile
+// i+1 streams in during the softmax and PV of tile i, V of tile i during QK^T and softmax). Scores, probabilities
+// and the output accumulator live in shared memory; online softmax (running max / sum per row, exp2 domain).
+// Two arithmetic paths for QK^T and PV:
+//  * scalar (every dtype; the default): fp32 FMAs, 16-bit inputs widened exactly to fp32, one thread per score /
+//    output element summing over the head dim / the keys in a fixed order, fp32 probabilities, and a row's step
+//    keys read by absolute position (its k-th ancestor at key position cache_len + k). Batch-invariant for every
+//    tree node: a token's output is the same bits alone (plain decoding of its path) and inside any tree step, at
+//    any T, cache length and row tile. Because that arithmetic is scalar fp32 operations in an order the source
+//    fixes (nvcc compiles a row's expressions alike in every row tile), the SIMT emulation's check of it
+//    (tests/simt/test_simt_invariance.cpp) carries over to the GPU, unlike anything computed by WMMA.
+//  * WMMA (fp16/bf16 with fast_mma): tensor cores (m16n16k16, fp32 accumulators, 16-bit probabilities), step keys
+//    at their step index. Invariant only for a chain, and the in-mma accumulation order is the hardware's.
+// Cost of the scalar 16-bit default, NOT measured (no GPU here): attention runs on CUDA cores instead of tensor
+// cores; for decode-sized steps the kernel is bound by reading the KV cache, which both paths read once, so the
+// difference should matter mainly for large steps over long contexts. Measure before choosing fast_mma.
 // Flash-decoding split: the key range is cut into parts of split_keys key positions (grid.z), at fixed absolute
 // positions so that a row's keys are grouped the same way at any T and cache length (batch invariance); each part
 // writes its normalised partial output and log-sum-exp to the fp32 workspace and a combine kernel merges them in
@@ -53,6 +65,9 @@ struct StepAttentionArgs {
   // fixed absolute key positions (batch invariance, step_attention_plan.h): keep it constant for a model (e.g.
   // attn_split_keys(capacity)); the launch fails if the workspace cannot hold step_attention_splits(...) splits.
   int split_keys = 0;
+  // fp16/bf16: tensor cores (WMMA) instead of the default scalar path, which is batch-invariant for every tree
+  // node (see above). Ignored for fp32 (scalar only).
+  bool fast_mma = false;
 };
 
 

@@ -2,7 +2,7 @@
 #include "step_attention.cuh"
 
 namespace la::kern::detail {
-cudaError_t launch_attention_bf16(const AttnParams& p, cudaStream_t stream) {
-  return launch_attention_typed<__nv_bfloat16>(p, stream);
+cudaError_t launch_attention_bf16(const AttnParams& p, bool mma, cudaStream_t stream) {
+  return launch_attention_typed<__nv_bfloat16>(p, mma, stream);
 }
 }  // namespace la::kern::detail

@@ -2,7 +2,7 @@
 #include "step_attention.cuh"
 
 namespace la::kern::detail {
-cudaError_t launch_attention_f32(const AttnParams& p, cudaStream_t stream) {
-  return launch_attention_typed<float>(p, stream);
+cudaError_t launch_attention_f32(const AttnParams& p, bool mma, cudaStream_t stream) {
+  return launch_attention_typed<float>(p, mma, stream);
 }
 }  // namespace la::kern::detail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Static checks of the built CUDA kernels (no GPU needed): `cuobjdump --dump-resource-usage` on libla_kernels.a.
 #  * SASS for sm_80 and sm_90 present in every object (the build's targets; nothing needs sm_90a features);
-#  * every step attention configuration (3 dtypes x 4 head dims x 2 row tiles) compiled for both;
+#  * every step attention configuration compiled for both: 4 head dims x 2 row tiles x (fp32 scalar, fp16/bf16
+#    scalar (the default, batch-invariant path) and fp16/bf16 WMMA (fast_mma)) = 40;
 #  * no register spills and no stack (LOCAL:0, STACK:0) in any kernel;
 #  * registers within what the launch assumes: <= 255 everywhere, and the 16-row attention tiles <= 128 so that
 #    4 resident CTAs of 128 threads per SM (the occupancy the 16-row tile is sized for) fit the 64 Ki registers;
@@ -53,9 +54,12 @@ for mem in members:
     check({"sm_80", "sm_90"} <= set(archs), f"{mem}: SASS for {' '.join(archs)}")
 for arch in ("sm_80", "sm_90"):
     attn = [n for (m, a), fs in funcs.items() if a == arch for n in fs if "step_attention_kernel" in n]
-    # _Z...step_attention_kernelI<E>Li<DP>ELi<BM>EEv...: 3 element types x DP {16, 64, 80, 128} x BM {16, 64}
-    cfgs = {(re.search(r"kernelI(\w+?)Li(\d+)ELi(\d+)E", n).groups()) for n in attn}
-    check(len(cfgs) == 24, f"{arch}: {len(cfgs)} step attention configurations (want 24)")
+    # _Z...step_attention_kernelI<E>Li<DP>ELi<BM>ELb<MMA>EEv...: DP {16, 64, 80, 128} x BM {16, 64} x
+    # (E, MMA) in {(f, 0), (__half, 0), (__half, 1), (__nv_bfloat16, 0), (__nv_bfloat16, 1)}
+    cfgs = {(re.search(r"kernelI(\w+?)Li(\d+)ELi(\d+)ELb([01])E", n).groups()) for n in attn}
+    check(len(cfgs) == 40, f"{arch}: {len(cfgs)} step attention configurations (want 40)")
+    scalar16 = {c for c in cfgs if c[0] != "f" and c[3] == "0"}
+    check(len(scalar16) == 16, f"{arch}: {len(scalar16)} scalar fp16/bf16 configurations (want 16)")
     gemm = {n for (m, a), fs in funcs.items() if a == arch and m == "gemm_rows.cu.o" for n in fs if "gemm_rows_kernel" in n}
     check(len(gemm) == 3, f"{arch}: {len(gemm)} gemm_rows kernels in gemm_rows.cu.o (want 3: f32, f16, bf16)")
 worst = {}
@@ -66,7 +70,7 @@ for (mem, arch), fs in funcs.items():
             fails.append(f"{arch} {short}: LOCAL {r.get('LOCAL')} STACK {r.get('STACK')} (spills)")
             print("FAIL:", fails[-1])
         limit = 255
-        if "step_attention_kernel" in n and re.search(r"ELi16EEv", n): limit = 128
+        if "step_attention_kernel" in n and re.search(r"ELi16ELb[01]EEv", n): limit = 128
         if "gemm_rows_kernel" in n: limit = 128
         if r["REG"] > limit:
             fails.append(f"{arch} {short}: {r['REG']} registers > {limit}"); print("FAIL:", fails[-1])

@@ -1,6 +1,7 @@
 // The step attention kernel (kernels/step_attention.cu{h}, the very sources nvcc compiles) run on the CPU under the
 // SIMT emulation (simt.h) against a double-precision reference: tree masks, GQA, the 16- and 64-row tiles, split
-// counts with the combine kernel, the device-side cache length, and the row tile on an sm_86-sized shared memory.
+// counts with the combine kernel, the device-side cache length, the row tile on an sm_86-sized shared memory, and
+// for fp16/bf16 both arithmetic paths (the default scalar one and the WMMA one, StepAttentionArgs::fast_mma).
 // Small shapes: the emulation is for correctness, not speed.
 #include <gtest/gtest.h>
 
@@ -35,7 +36,7 @@ std::vector<int32_t> random_parents(int T, std::mt19937& rng) {
 }
 
 template <class E>
-double run_case(const Shape& s, uint64_t seed, std::vector<float>* got_out = nullptr) {
+double run_case(const Shape& s, uint64_t seed, std::vector<float>* got_out = nullptr, bool fast_mma = false) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const int T = s.T, Hq = s.Hq, Hkv = s.Hkv, D = s.D, L = s.L, G = Hq / Hkv;
@@ -84,6 +85,7 @@ double run_case(const Shape& s, uint64_t seed, std::vector<float>* got_out = nul
   a.workspace = ws.data();
   a.workspace_bytes = ws.size();
   a.split_keys = s.split_keys;
+  a.fast_mma = fast_mma;
   EXPECT_EQ(lk::launch_step_attention(a, nullptr), cudaSuccess);
   for (const auto& e : la_simt::take_errors()) ADD_FAILURE() << "emulation: " << e;
 
@@ -126,18 +128,34 @@ TEST(Simt, StepAttentionFp32TreeGqaSplits) {
   EXPECT_LT(run_case<float>({40, 2, 1, 16, 20, 64}, 14), 2e-6);        // two ancestor words per row
 }
 
-TEST(Simt, StepAttentionHalfAndBf16Wmma) {
+// fp16/bf16: the default scalar path (fp32 FMAs on widened inputs, fp32 probabilities) and the WMMA path
+// (fast_mma: 16-bit probabilities), each against the reference (tolerances: the output's 16-bit rounding).
+TEST(Simt, StepAttentionHalfAndBf16ScalarAndWmma) {
   la_simt::set_device(132, 227 * 1024);
-  EXPECT_LT(run_case<__half>({5, 4, 2, 64, 37}, 6), 4e-3);
-  EXPECT_LT(run_case<__half>({9, 4, 2, 64, 80, 64}, 7), 4e-3);         // rows 18: 64-row tile, 2 splits
-  EXPECT_LT(run_case<__nv_bfloat16>({5, 4, 2, 64, 37}, 8), 2e-2);
-  EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 70, 128, true}, 9), 2e-2);
-  EXPECT_LT(run_case<__half>({37, 2, 2, 16, 5}, 15), 4e-3);             // two ancestor words per row
+  for (bool mma : {false, true}) {
+    SCOPED_TRACE(mma ? "fast_mma (WMMA)" : "default (scalar)");
+    EXPECT_LT(run_case<__half>({5, 4, 2, 64, 37}, 6, nullptr, mma), 4e-3);
+    EXPECT_LT(run_case<__half>({9, 4, 2, 64, 80, 64}, 7, nullptr, mma), 4e-3);  // rows 18: 64-row tile, 2 splits
+    EXPECT_LT(run_case<__nv_bfloat16>({5, 4, 2, 64, 37}, 8, nullptr, mma), 2e-2);
+    EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 70, 128, true}, 9, nullptr, mma), 2e-2);
+    EXPECT_LT(run_case<__half>({37, 2, 2, 16, 5}, 15, nullptr, mma), 4e-3);  // two ancestor words per row
+  }
+  // The flag reaches the kernel: WMMA rounds the probabilities to 16 bits, the scalar path keeps them in fp32, so
+  // some outputs differ in their last bits.
+  std::vector<float> scalar, wmma;
+  run_case<__half>({9, 4, 2, 64, 80, 64}, 7, &scalar, false);
+  run_case<__half>({9, 4, 2, 64, 80, 64}, 7, &wmma, true);
+  EXPECT_NE(scalar, wmma);
 }
 
-// On an sm_86/89 part (99 KiB opt-in) the 64-row tile at D = 128 does not fit: the launcher takes the 16-row one.
+// On an sm_86/89 part (99 KiB opt-in) the 64-row fp32 and WMMA tiles at D = 128 do not fit: the launcher takes the
+// 16-row one (the scalar 16-bit 64-row tile, 86 KiB, fits and is kept).
 TEST(Simt, SixtyFourRowTileFallsBackOnSm86) {
   la_simt::set_device(84, 99 * 1024);
+  EXPECT_EQ(lk::attn_row_tile(36, 2, 128, 99 * 1024, true), 16);
+  EXPECT_EQ(lk::attn_row_tile(36, 4, 128, 99 * 1024, false), 16);
+  EXPECT_EQ(lk::attn_row_tile(36, 2, 128, 99 * 1024, false), 64);
+  EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 40}, 10, nullptr, true), 2e-2);
   EXPECT_LT(run_case<__nv_bfloat16>({9, 8, 2, 128, 40}, 10), 2e-2);
   EXPECT_LT(run_case<float>({9, 8, 2, 128, 40}, 11), 2e-6);
   la_simt::set_device(132, 227 * 1024);

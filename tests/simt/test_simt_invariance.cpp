@@ -5,9 +5,12 @@
 // sm_86-sized shared memory, padded head dims 16/64/80/128, GQA, one or several splits with the combine kernel,
 // the cache length from the host or from device memory).
 //
-// fp32 (the dtype of the GPU "identical to plain decoding" tests): every node of random trees. fp16/bf16 (WMMA):
-// chains only, the case their kernel keeps invariant (step_attention.cuh says why not every tree node).
-// What this cannot show: the bits of real tensor cores (the emulation accumulates WMMA sequentially in fp32).
+// fp32 and fp16/bf16 on their default (scalar) path: every node of random trees. fp16/bf16 on the WMMA path
+// (StepAttentionArgs::fast_mma): chains only, the case that path keeps invariant (step_attention.cuh says why not
+// every tree node). The scalar path's arithmetic is IEEE fp32 (FMA, exp2f, adds) in an order fixed by the row and
+// the key position, which the emulation reproduces bit for bit, so its invariance carries over to the GPU. What
+// this cannot show: the bits of real tensor cores (the emulation accumulates WMMA sequentially in fp32), so the
+// WMMA chain result is the emulation's only.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -35,7 +38,7 @@ struct Heads {
 template <class E>
 std::vector<E> attend(const Heads& h, int T, int L, int cap, bool device_len, int split_keys, const std::vector<E>& q,
                       const std::vector<E>& kc, const std::vector<E>& vc, const std::vector<E>& kn,
-                      const std::vector<E>& vn, const std::vector<int32_t>& parents) {
+                      const std::vector<E>& vn, const std::vector<int32_t>& parents, bool fast_mma) {
   const std::vector<uint32_t> bits = la::pack_ancestor_bits(parents, T);
   std::vector<E> out(size_t(T) * h.Hq * h.D);
   const int splits = lk::attn_splits(device_len ? cap : L, T, split_keys ? split_keys : lk::kAttnSplitKeys);
@@ -72,6 +75,7 @@ std::vector<E> attend(const Heads& h, int T, int L, int cap, bool device_len, in
   a.workspace = ws.data();
   a.workspace_bytes = ws.size();
   a.split_keys = split_keys;
+  a.fast_mma = fast_mma;
   EXPECT_EQ(lk::step_attention_splits(a), splits);
   EXPECT_EQ(lk::launch_step_attention(a, nullptr), cudaSuccess);
   for (const auto& e : la_simt::take_errors()) ADD_FAILURE() << "emulation: " << e;
@@ -84,6 +88,7 @@ struct Case {
   int split_keys;
   bool device_len;
   bool chain;  // parents i - 1 (else a random tree)
+  bool fast_mma = false;  // fp16/bf16: the WMMA path
 };
 
 // Runs the tree step, then plain decoding of `checks` of its tokens' paths, and counts tokens whose outputs differ
@@ -107,7 +112,8 @@ int differing_tokens(const Case& c, uint64_t seed, int checks, int* splits_seen 
     parents[i] = c.chain ? i - 1 : i == 0 ? -1 : std::uniform_int_distribution<int>(-1, i - 1)(rng);
   const int keys = c.split_keys ? c.split_keys : lk::kAttnSplitKeys;
   if (splits_seen) *splits_seen = std::max(*splits_seen, lk::attn_splits(c.device_len ? cap : L, T, keys));
-  const std::vector<E> tree = attend<E>(h, T, L, cap, c.device_len, c.split_keys, q, kc, vc, kn, vn, parents);
+  const std::vector<E> tree =
+      attend<E>(h, T, L, cap, c.device_len, c.split_keys, q, kc, vc, kn, vn, parents, c.fast_mma);
 
   // The tokens to check: the last, the deepest, and random others.
   std::vector<int> depth(T, 0);
@@ -133,7 +139,8 @@ int differing_tokens(const Case& c, uint64_t seed, int checks, int* splits_seen 
     const std::vector<E> q1(q.begin() + size_t(t) * qrow, q.begin() + size_t(t + 1) * qrow);
     const std::vector<E> k1(kn.begin() + size_t(t) * row, kn.begin() + size_t(t + 1) * row);
     const std::vector<E> v1(vn.begin() + size_t(t) * row, vn.begin() + size_t(t + 1) * row);
-    const std::vector<E> alone = attend<E>(h, 1, L1, cap, c.device_len, c.split_keys, q1, kc1, vc1, k1, v1, {-1});
+    const std::vector<E> alone =
+        attend<E>(h, 1, L1, cap, c.device_len, c.split_keys, q1, kc1, vc1, k1, v1, {-1}, c.fast_mma);
     if (std::memcmp(alone.data(), &tree[size_t(t) * qrow], qrow * sizeof(E)) != 0) ++bad;
   }
   return bad;
@@ -170,7 +177,42 @@ TEST(SimtInvariance, Fp32DefaultSplitKeys) {
   EXPECT_EQ(differing_tokens<float>({{4, 2, 64}, 20, 500, 512, true, false}, 8, 3), 0);
 }
 
-TEST(SimtInvariance, HalfAndBf16ChainIsTheSameBitsAsPlainDecoding) {
+// fp16/bf16 on the default (scalar) path: every tree node, exactly as fp32 above (D = 16, 64, 128 with GQA; D = 80
+// is the fp32 test's). The scalar 16-bit 64-row tile fits 99 KiB at every head dim (86 KiB at D = 128), so an
+// sm_86-sized shared memory picks what sm_90's does; 48 KiB (the limit without opt-in) is the size that forces the
+// 16-row tile on steps of more than 16 rows (D = 64 and 128), so the second pass runs that fallback.
+template <class E>
+void sixteen_bit_tree_nodes(uint64_t seed) {
+  const Heads heads[] = {{4, 2, 64}, {2, 2, 16}, {4, 1, 128}};
+  int splits = 0;
+  bool big16 = false, big64 = false;  // steps of > 16 rows on the 16- and on the 64-row tile
+  for (size_t smem : {size_t(227 * 1024), size_t(48 * 1024)}) {
+    la_simt::set_device(132, smem);
+    for (const Heads& h : heads)
+      for (int T : {3, 12, 40})
+        for (int L : {0, 29, 100}) {
+          const int rows = T * h.Hq / h.Hkv;
+          if (rows > 16) (lk::attn_row_tile(rows, 2, h.D, smem, false) == 16 ? big16 : big64) = true;
+          const int keys = (seed % 2) ? 64 : 128;
+          const bool dev = (seed % 3) == 0;
+          const Case c{h, T, L, keys, dev, false};
+          // 8 tokens per tree (fp32 checks 3): rounding the output to 16 bits hides most one-ulp fp32 differences,
+          // so a grouping error shows in fewer tokens (step keys by step index: 4 failing cases with 3, 7 with 8).
+          EXPECT_EQ(differing_tokens<E>(c, seed++, 8, &splits), 0)
+              << "D " << h.D << " T " << T << " L " << L << " split_keys " << keys << " device_len " << dev
+              << " smem " << smem;
+        }
+  }
+  EXPECT_GE(splits, 3);
+  EXPECT_TRUE(big16 && big64);
+  la_simt::set_device(132, 227 * 1024);
+}
+
+TEST(SimtInvariance, HalfTreeNodeIsTheSameBitsAsPlainDecoding) { sixteen_bit_tree_nodes<__half>(500); }
+TEST(SimtInvariance, Bf16TreeNodeIsTheSameBitsAsPlainDecoding) { sixteen_bit_tree_nodes<__nv_bfloat16>(600); }
+
+// The WMMA path (fast_mma): chains only.
+TEST(SimtInvariance, HalfAndBf16WmmaChainIsTheSameBitsAsPlainDecoding) {
   // T = 40: 80-160 rows, the 64-row tile where it fits (alone: 16 rows). 128 keys per split with the length on the
   // device: the step has 3 key tiles in 2 splits while a token decoded alone at <= 128 keys has 2 tiles in 2
   // splits, so split boundaries that followed the tile count instead of the key position would differ.
@@ -186,7 +228,7 @@ TEST(SimtInvariance, HalfAndBf16ChainIsTheSameBitsAsPlainDecoding) {
   uint64_t seed = 300;
   for (const C16& k : cases) {
     la_simt::set_device(132, k.smem);
-    const Case c{k.h, 40, 100, 128, k.device_len, true};
+    const Case c{k.h, 40, 100, 128, k.device_len, true, true};
     EXPECT_EQ(differing_tokens<__half>(c, seed++, 3), 0) << "fp16 D " << k.h.D << " smem " << k.smem;
     EXPECT_EQ(differing_tokens<__nv_bfloat16>(c, seed++, 3), 0) << "bf16 D " << k.h.D << " smem " << k.smem;
   }
