@@ -27,6 +27,9 @@ void add_device_options(po::options_description& d, LoadOptions& lo, std::string
                   "bench-forward also takes both (the ATen forward timed beside, on the same weights)")(
       "cuda-graphs", po::value(&graphs)->default_value("on"),
       "--device cuda with --kernels on: replay one CUDA graph per step bucket (1, 8, 16, ..., 256 tokens): on | off")(
+      "cuda-gemm", po::value(&lo.cuda_gemm)->default_value("fixed"),
+      "--device cuda with --kernels on: the projections' GEMM: fixed = the lookahead fixed-configuration GEMM (a "
+      "token's logits the same bits in every step size; speed against cuBLAS not measured: no GPU here) | cublas")(
       "selfcheck", po::value(&lo.selfcheck),
       "at load, run random tree steps on the kernel path (and its CUDA graphs) next to the ATen forward on the same "
       "weights; on = serve the first path that agrees (kernels+graphs, kernels, ATen), strict = exit naming a "
@@ -40,6 +43,8 @@ void apply_device_options(LoadOptions& lo, const std::string& graphs) {  // benc
   LA_CHECK(lo.kernels == "on" || lo.kernels == "off", "invalid --kernels '", lo.kernels, "' (expected on or off)");
   LA_CHECK(graphs == "on" || graphs == "off", "invalid --cuda-graphs '", graphs, "' (expected on or off)");
   lo.cuda_graphs = graphs == "on";
+  LA_CHECK(lo.cuda_gemm == "fixed" || lo.cuda_gemm == "cublas", "invalid --cuda-gemm '", lo.cuda_gemm,
+           "' (expected fixed or cublas)");
   if (!lo.selfcheck.empty()) parse_selfcheck_mode(lo.selfcheck);  // a bad value fails before loading
 }
 

@@ -44,7 +44,8 @@ class CudaForward {
   // Why the kernels cannot serve this model ("" when they can): head dim, alignment of the fused qkv rows.
   static std::string unsupported_reason(const ModelConfig& cfg, at::ScalarType dt);
 
-  CudaForward(const CudaModelRefs& refs, bool graphs);
+  // fixed_gemm: the projections by kern::launch_linear_fixed (batch-invariant), else by cuBLAS.
+  CudaForward(const CudaModelRefs& refs, bool graphs, bool fixed_gemm = true);
   CudaForward(const CudaForward&) = delete;
   CudaForward& operator=(const CudaForward&) = delete;
 

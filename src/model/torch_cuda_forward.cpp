@@ -1,6 +1,6 @@
 // The CUDA step forward: the lookahead kernels (embedding gather, fused add+RMSNorm, RoPE on the fused qkv, KV
-// append at a device-side length, step attention under packed ancestor bits, SwiGLU, row argmax) around cuBLAS
-// GEMMs, on static buffers, with one CUDA graph per step bucket (see cuda_forward.h and step_layout.h). The launches
+// append at a device-side length, step attention under packed ancestor bits, SwiGLU, row argmax) around the
+// projections' GEMMs (kernels/gemm_rows by default, cuBLAS with --cuda-gemm cublas), on static buffers, with one CUDA graph per step bucket (see cuda_forward.h and step_layout.h). The launches
 // themselves are the device-agnostic step program (cuda_step.h: run on the CPU under the SIMT emulation by
 // test_simt_forward); this file owns the tensors, the graphs and the cuBLAS GEMMs (CublasLinear below).
 //
@@ -16,9 +16,11 @@
 // append and the attention take the cache length from there, so one graph serves every cache length (the
 // attention's splits are laid out for the cache capacity: empty splits past the length cost a launch slot, no bits).
 //
-// Batch invariance: the attention's split boundaries sit at fixed key positions (split_keys_, fixed per model), so
-// a token's attention output does not depend on the bucket or the cache length (fp32; kernels/step_attention.cuh).
-// The GEMMs are cuBLAS's, whose algorithm depends on M (the bucket): not batch-invariant (docs/gpu.md).
+// Batch invariance: the attention's split boundaries sit at fixed key positions (split_keys_, fixed per model) and
+// a row's step keys are read by position, so a token's attention output does not depend on the bucket, the tree or
+// the cache length (every dtype on the default scalar path; kernels/step_attention.cuh). The default GEMM reduces
+// every output over k in one fixed order whatever M (kernels/gemm_rows.h); cuBLAS (--cuda-gemm cublas) picks its
+// algorithm by M, so with it a token's logits can move in the last bits with the bucket (docs/gpu.md section 5).
 #ifdef LOOKAHEAD_WITH_CUDA
 #include "cuda_forward.h"
 
@@ -34,6 +36,7 @@
 
 #include "cuda_support.h"
 #include "lookahead/util/error.h"
+#include "gemm_rows.h"
 #include "kv_cache.h"
 #include "ops.h"
 #include "step_attention.h"
@@ -109,13 +112,20 @@ class CublasLinear final : public StepLinear {
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;  // the last cuBLAS call's, for the error message
 };
 
+// The batch-invariant GEMM (kernels/gemm_rows.h): every output reduced over k in one order whatever M, so a
+// token's logits do not depend on the step's bucket (the default, --cuda-gemm fixed).
+class FixedLinear final : public StepLinear {
+ public:
+  cudaError_t linear(const kern::LinearArgs& a, cudaStream_t s) override { return kern::launch_linear_fixed(a, s); }
+};
+
 std::string CudaForward::unsupported_reason(const ModelConfig& c, at::ScalarType dt) {
   const std::string why = cuda_kernels_unsupported_reason(c, dt == at::kFloat ? 4 : 2);
   if (!why.empty()) return why;  // including the architecture features the kernels lack (cuda_support.h)
   return "";
 }
 
-CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs)
+CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs, bool fixed_gemm)
     : m_(refs), graphs_(graphs), dev_(refs.embed.device()) {
   const ModelConfig& c = *m_.cfg;
   LA_CHECK(dev_.is_cuda(), "CUDA forward on a ", dev_, " model");
@@ -187,7 +197,8 @@ CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs)
   sb_.step = dstep_.data_ptr<int32_t>();
   sb_.workspace = ws_.data_ptr();
   sb_.workspace_bytes = size_t(ws_.numel());
-  lin_ = std::make_unique<CublasLinear>();
+  if (fixed_gemm) lin_ = std::make_unique<FixedLinear>();
+  else lin_ = std::make_unique<CublasLinear>();
   rebuild_cache_table();
   // One capture stream for the model's life, made (and its lazy driver state touched) now rather than at the first
   // capture: every bucket's graph is captured on the same stream.
@@ -225,8 +236,8 @@ void CudaForward::enqueue(int R, const PaddedStepLayout& lay) {
   LA_CHECK(lay.rows == R, "CUDA forward: step layout of ", lay.rows, " rows for a bucket of ", R);
   const StepStatus st = enqueue_step(sd_, sw_, sb_, sc_, lay, *lin_, cur_stream(dev_));
   if (st.ok()) return;
-  const cublasStatus_t cs = static_cast<CublasLinear&>(*lin_).status;
-  if (cs != CUBLAS_STATUS_SUCCESS) fail("CUDA forward: ", st.what, ": cuBLAS: ", cublasGetStatusString(cs));
+  if (auto* cub = dynamic_cast<CublasLinear*>(lin_.get()); cub && cub->status != CUBLAS_STATUS_SUCCESS)
+    fail("CUDA forward: ", st.what, ": cuBLAS: ", cublasGetStatusString(cub->status));
   ck(st.err, st.what);
 }
 

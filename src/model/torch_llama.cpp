@@ -85,12 +85,13 @@ CpuModelView cpu_model_view(const TorchWeights& w) {
 
 class TorchLlama final : public StepModel {
  public:
-  TorchLlama(std::shared_ptr<const TorchWeights> w, std::string desc, bool kernels, bool graphs,
+  TorchLlama(std::shared_ptr<const TorchWeights> w, std::string desc, bool kernels, bool graphs, bool fixed_gemm,
              std::shared_ptr<ThreadPool> pool, std::shared_ptr<const CpuModelView> cpu_weights = nullptr)
       : w_(std::move(w)),
         desc_(std::move(desc)),
         kernels_(kernels),
         graphs_(graphs),
+        fixed_gemm_(fixed_gemm),
         pool_(std::move(pool)),
         cpu_weights_(std::move(cpu_weights)) {
     rope_ = make_rope_tables(w_->cfg, w_->device);
@@ -125,7 +126,7 @@ class TorchLlama final : public StepModel {
   std::unique_ptr<StepModel> fork() const override { return fork_with(kernels_, graphs_); }
   // A fork whose forward uses (or not) the kernels and graphs: compares both paths on one set of weights.
   std::unique_ptr<TorchLlama> fork_with(bool kernels, bool graphs) const {
-    return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, pool_, cpu_weights_);
+    return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, fixed_gemm_, pool_, cpu_weights_);
   }
 
   std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* logits_out) override {
@@ -247,8 +248,8 @@ class TorchLlama final : public StepModel {
     r.layers = &w_->layers;
     r.kc = &cache_.k;
     r.vc = &cache_.v;
-    cf_ = std::make_unique<CudaForward>(r, graphs_);
-    kernel_note_ = graphs_ ? "kernels, graphs" : "kernels";
+    cf_ = std::make_unique<CudaForward>(r, graphs_, fixed_gemm_);
+    kernel_note_ = std::string(graphs_ ? "kernels, graphs" : "kernels") + (fixed_gemm_ ? ", fixed GEMM" : ", cuBLAS GEMM");
 #endif
   }
 
@@ -276,6 +277,7 @@ class TorchLlama final : public StepModel {
   std::shared_ptr<const TorchWeights> w_;
   std::string desc_;
   bool kernels_, graphs_;
+  bool fixed_gemm_ = true;  // CUDA kernel forward: kernels/gemm_rows (true) or cuBLAS
   std::shared_ptr<ThreadPool> pool_;  // shared with forks: one pool for every replica in the process
   RopeTables rope_;
   KvCache cache_;
@@ -353,12 +355,14 @@ int cuda_device_count() {
 std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   const at::ScalarType dt = parse_dtype(o.dtype);
   LA_CHECK(o.kernels == "on" || o.kernels == "off", "invalid --kernels '", o.kernels, "' (expected on or off)");
+  LA_CHECK(o.cuda_gemm == "fixed" || o.cuda_gemm == "cublas", "invalid --cuda-gemm '", o.cuda_gemm,
+           "' (expected fixed or cublas)");
   if (o.threads > 0) at::set_num_threads(o.threads);
   const at::Device dev = make_device(o);
   auto w = load_weights(o, dev, dt);
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : ThreadPool::default_threads());
   auto m = std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + ", " + o.device + "]", o.kernels == "on",
-                                        o.cuda_graphs, std::move(pool));
+                                        o.cuda_graphs, o.cuda_gemm == "fixed", std::move(pool));
   return apply_selfcheck(std::move(m), o);
 }
 

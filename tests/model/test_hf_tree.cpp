@@ -24,7 +24,9 @@ TEST(HfTree, NodeLogitsEqualTransformers) {
   o.kernels = kernels;
   o.threads = 1;
   auto m = load_llama(o);
-  if (std::string(kernels) == "on") ASSERT_NE(m->describe().find("cpu kernels"), std::string::npos) << m->describe();
+  if (std::string(kernels) == "on") {
+    ASSERT_NE(m->describe().find("cpu kernels"), std::string::npos) << m->describe();
+  }
   const int V = m->config().vocab;
   for (const auto& t : j["trees"]) {
     const auto ctx = t["ctx"].get<std::vector<int32_t>>();

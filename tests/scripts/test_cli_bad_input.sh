@@ -61,6 +61,7 @@ expect_error "invalid --adaptive 'maybe'" "${G[@]}" --model "$T/m" --prompt hi -
 expect_error "--ngram must be in" "${G[@]}" --model "$T/m" --prompt hi --strategy lade --ngram 1
 expect_error "invalid --kernels" "${G[@]}" --model "$T/m" --prompt hi --kernels maybe
 expect_error "invalid --cuda-graphs" "${G[@]}" --model "$T/m" --prompt hi --cuda-graphs 2
+expect_error "invalid --cuda-gemm" "${G[@]}" --model "$T/m" --prompt hi --cuda-gemm fast
 expect_error "invalid --kernels" bench-forward --model random:tiny-mha --kernels sometimes
 expect_error "unrecognised option '--bogus'" "${G[@]}" --model "$T/m" --prompt hi --bogus 3
 expect_error "the argument ('abc') for option '--max-new-tokens' is invalid" generate --model "$T/m" --prompt hi --max-new-tokens abc

@@ -17,6 +17,9 @@ struct LoadOptions {
   // of up to 256 tokens; on the CPU the batch-invariant kernels of src/cpu. "off": the ATen reference forward.
   std::string kernels = "on";
   bool cuda_graphs = true;     // with kernels: one CUDA graph per step bucket
+  // --cuda-gemm: the CUDA kernel forward's projections. "fixed": kernels/gemm_rows (every output reduced over k in
+  // one order whatever the step size: batch-invariant); "cublas": cuBLAS (its algorithm depends on M).
+  std::string cuda_gemm = "fixed";
   // --selfcheck on|off|strict (lookahead/model/selfcheck.h); "": on with --device cuda, off on CPU.
   std::string selfcheck = "";
   // --max-context: at most this many positions (prompt + new tokens; 0: the model's max_position_embeddings). The
