@@ -26,6 +26,9 @@ check "boost program_options and sentencepiece are bundled" \
 check "the shared models are bundled and run.sh points LA_SHARED at them" \
   "[ -f '$T/b/shared/models/stories260K/config.json' ] && [ -f '$T/b/shared/datasets/tinystories/prompts.jsonl' ] \
    && grep -q 'LA_SHARED=\"\${LA_SHARED:-\$HERE/shared}\"' '$T/b/run.sh'"
+check "the archive to carry unpacks to the same bundle (run.sh, the binaries, the shared models)" \
+  "mkdir -p '$T/u' && tar -xzf '$T/b.tar.gz' -C '$T/u' && [ -x '$T/u/b/run.sh' ] && cmp -s '$T/u/b/bin/lookahead' '$T/b/bin/lookahead' \
+   && [ -f '$T/u/b/shared/models/stories260K/config.json' ]"
 check "no torch or CUDA wheel library is bundled" "! ls '$T/b/lib' | grep -E -q '^lib(torch|c10|cudart|nccl|cublas)'"
 # The bundled lookahead runs on this CPU through run.sh alone (no build-tree rpath needed: the torch dir comes
 # from python3, here the setup venv's).
