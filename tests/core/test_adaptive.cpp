@@ -4,6 +4,7 @@
 // a strategy that starts paying again).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -292,6 +293,18 @@ class HintedStrategy : public Strategy {
   int cls = 0, hint = 0;
 };
 
+// One step of a HintedStrategy under the controller: choose, plan, the "model" accepts the first `good` draft
+// nodes, observe. Returns the chosen budget.
+int hinted_step(DraftController& c, HintedStrategy& s, const std::vector<int32_t>& seq, StepPlan& plan, int good) {
+  const int b = c.choose(s.draft_context(seq));
+  s.plan(seq, 1000, plan);
+  Verdict v;
+  v.path.push_back(0);
+  for (int k = 1; k < plan.size() && k <= good; ++k) v.path.push_back(k);
+  c.observe(plan, v, 0.0);
+  return b;
+}
+
 // The case the controller under-drafted on SmolLM2 code prompts with suffix drafting (0.81-0.85x its fixed
 // drafts on the CPU forward's cost): weak guesses (class 0: 2-node drafts, none accepted) between copied spans
 // (class 1, "chain": drafts of 16 or 4 nodes, every node accepted). On a CPU-like cost (T = 9 costs 1.9 plain
@@ -311,14 +324,9 @@ TEST(DraftController, SizeHintsDraftWholeChainsAndSkipWeakGuesses) {
     s.cls = i % 4 == 3 ? 0 : 1;  // three chain steps, one weak guess
     s.hint = s.cls == 0 ? 2 : (i % 8 < 4 ? 16 : 4);
     const int good = s.cls == 0 ? 0 : s.hint;
-    const int b = c.choose(s.draft_context(seq));
-    s.plan(seq, 1000, plan);
-    Verdict v;
-    v.path.push_back(0);
-    for (int k = 1; k < plan.size() && k <= good; ++k) v.path.push_back(k);
-    c.observe(plan, v, 0.0);
+    const int b = hinted_step(c, s, seq, plan, good);
     t_adaptive += cost.step_seconds(plan.size());
-    tok_adaptive += static_cast<double>(v.path.size());
+    tok_adaptive += 1 + std::min(good, plan.size() - 1);  // the verified path: root + accepted chain nodes
     t_fixed += cost.step_seconds(1 + s.hint);  // --adaptive off: the whole draft every step
     tok_fixed += 1 + good;
     if (i >= 400) {
@@ -349,12 +357,7 @@ TEST(DraftController, SizeHintsJudgeANewChainOnItsOwnDraftsAtOnce) {
     s.cls = i < 20 ? 0 : 1;
     s.hint = i < 20 ? 2 : i < 50 ? 4 : 16;
     const int good = s.cls == 0 ? 0 : s.hint;
-    const int b = c.choose(s.draft_context(seq));
-    s.plan(seq, 1000, plan);
-    Verdict v;
-    v.path.push_back(0);
-    for (int k = 1; k < plan.size() && k <= good; ++k) v.path.push_back(k);
-    c.observe(plan, v, 0.0);
+    const int b = hinted_step(c, s, seq, plan, good);
     if (s.hint == 4) whole4 += b >= 4;
     if (s.hint == 16) whole16 += b >= 16;
   }
@@ -380,12 +383,7 @@ TEST(DraftController, SizeHintsRecoverFromUnluckyFirstDrafts) {
     s.cls = 1;
     s.hint = 16;
     const int good = i < 4 ? 0 : s.hint;  // the two warm-up steps of the strategy and the two of the class
-    const int b = c.choose(s.draft_context(seq));
-    s.plan(seq, 1000, plan);
-    Verdict v;
-    v.path.push_back(0);
-    for (int k = 1; k < plan.size() && k <= good; ++k) v.path.push_back(k);
-    c.observe(plan, v, 0.0);
+    const int b = hinted_step(c, s, seq, plan, good);
     if (i >= 10 && i < 30) early += b >= 16;
     if (i >= 60) whole += b >= 16;
   }
