@@ -19,7 +19,7 @@ TOP=$DEPS/llama.cpp-$VER
 SRC=$TOP/src          # the vendored llama.cpp tree (also holds convert_hf_to_gguf.py and gguf-py)
 BLD=$TOP/build
 BIN=$TOP/bin          # only the tools the benchmark runs
-TOOLS=(llama-bench llama-completion llama-simple llama-lookup llama-lookahead llama-tokenize)
+TOOLS=(llama-bench llama-batched-bench llama-completion llama-simple llama-lookup llama-lookahead llama-tokenize)
 log() { echo "[build-llamacpp] $*" >&2; }
 die() { echo "build-llamacpp: error: $*" >&2; exit 1; }
 

@@ -6,6 +6,7 @@ environment on first use: run it with the torch venv's python, as the bench scri
   plot.py forward     TABLE PNG   `lookahead bench-forward` output (one or more runs): step cost against T
   plot.py acceptance  TABLE PNG   launch/bench_budget_acceptance.py output: accepted tokens per step against budget
   plot.py demo        TABLE PNG   launch/demo.sh output, part 3: S and tokens/s over the batch
+  plot.py batch       TABLE PNG   launch/bench_batch.py's "SET ENGINE B TOKENS/S" lines: job tokens/s against B
 
 A title line can be given with TITLE=...; the command that made the table belongs in the caption beside the PNG.
 Charts are small (about 900 x 420 pixels, under 100 KB) so they can be committed.
@@ -203,7 +204,33 @@ def demo(lines, png):
     save(fig, png)
 
 
+def batch(lines, png):
+    series = collections.defaultdict(list)  # (set, engine) -> [(B, tokens/s)]
+    for l in lines:
+        f = l.split()
+        if len(f) == 4 and num(f[2]) is not None and num(f[3]) is not None:
+            series[(f[0], f[1])].append((int(f[2]), float(f[3])))
+    sets = sorted({k[0] for k in series})
+    p = plt()
+    fig, axes = p.subplots(1, len(sets), figsize=(3.2 * len(sets) + 0.6, 3.6), squeeze=False)
+    style = {"plain": ("tab:blue", "o", "ours, plain"), "draft": ("tab:green", "s", "ours, drafting (suffix)"),
+             "llama.cpp": ("grey", "^", "llama.cpp batched")}
+    for ax, s in zip(axes[0], sets):
+        for eng, (color, marker, label) in style.items():
+            pts = sorted(series.get((s, eng), []))
+            if pts:
+                ax.plot([b for b, _ in pts], [t for _, t in pts], marker=marker, color=color, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("requests in flight (B)")
+        ax.set_title(s)
+    axes[0][0].set_ylabel("job tokens/s")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title("Batch jobs: job tokens/s against batch size"), fontsize=9)
+    save(fig, png)
+
+
 if __name__ == "__main__":
     kind, table, png = sys.argv[1], sys.argv[2], sys.argv[3]
     text = open(table).read().splitlines()
-    {"real": real, "strategies": strategies, "forward": forward, "acceptance": acceptance, "demo": demo}[kind](text, png)
+    {"real": real, "strategies": strategies, "forward": forward, "acceptance": acceptance, "demo": demo,
+     "batch": batch}[kind](text, png)

@@ -5,11 +5,18 @@
 //   run_executor      the executor rank 0 drives
 //   request_loop      the requests in turn (streaming, records, progress, clean stop)
 //   report            records, --stats-json, summary and interrupted lines
+#include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdint>
+#include <iostream>
 #include <vector>
 
+#include "batch_loop.h"
 #include "cli.h"
+#include "lookahead/decode/cost_calibration.h"
 #include "lookahead/parallel/comm.h"
+#include "lookahead/util/error.h"
 #include "generate_options.h"
 #include "prompt_input.h"
 #include "report.h"
@@ -35,6 +42,34 @@ std::vector<char> open_output(const GenerateOptions& o, const std::vector<Prompt
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Bytes of one KV cache row (every layer's K and V) in the run's dtype.
+int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
+  return int64_t(c.layers) * 2 * c.kv_heads * c.head_dim * (dtype == "fp32" ? 4 : 2);
+}
+
+// --batch: 1 for a single --prompt and under lookahead parallelism (refused when asked for explicitly), the
+// number given, or auto: the throughput choice over a plain calibration of the forward (batch_loop.h).
+int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptRecord>& prompts,
+                  const std::vector<char>& skip, StepModel& model, const Ranks& r) {
+  if (o.has_prompt) return 1;
+  LA_CHECK(ranks == 1 || o.batch_size <= 1, "--batch ", o.batch_size, " with lookahead parallelism over ", ranks,
+           " ranks is not supported: each step's plan is split across the ranks; use --batch 1");
+  if (ranks > 1) return 1;
+  if (o.batch_size > 0) return o.batch_size;
+  int left = 0;
+  int64_t rows = 0;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    if (!skip[i]) ++left, rows += int64_t(prompts[i].ids.size()) + std::max(o.gen.max_new_tokens, 1);
+  if (left <= 1) return 1;
+  const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
+  const ForwardCostModel f = calibrate_forward_cost(model, 64, 2, clock);
+  const int64_t kv = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(model.config(), o.load.dtype) : INT64_MAX;
+  std::string line;
+  const int b = choose_batch(f, left, kv, rows / left, line);
+  if (!o.quiet) std::cerr << (r.tag + "batch " + std::to_string(b) + " (auto; " + line + ")\n");
+  return b;
 }
 
 }  // namespace
@@ -65,12 +100,25 @@ int cmd_generate(int argc, char** argv) {
 
   RunExecutor exec = make_run_executor(*ranks.comm, *m.model, dopt, o);
   Generator gen(exec.get(), *strategy, m.model->config());
-  const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen);
+  const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks);
+  const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen, batch);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};
   comm_set_stop_hook(&stop_signal, [&strategy] { strategy->checkpoint(); });  // a lost host: see comm.h
   LoopResult loop;
+  BatchCounters bcount;
   try {
-    loop = run_requests(in, gen, *strategy, out);
+    if (batch > 1) {
+      BatchSetup bs;
+      bs.opt.slots = batch;
+      bs.opt.prefill_chunk = o.prefill_chunk;
+      bs.opt.kv_rows = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(m.model->config(), o.load.dtype) : 0;
+      bs.cost = adaptive.cost.get();
+      if (adaptive.cost)
+        bs.make_controller = [&adaptive](Strategy& s) { return std::make_unique<DraftController>(s, *adaptive.cost); };
+      loop = run_batched_requests(in, *m.model, *strategy, bs, out, &bcount);
+    } else {
+      loop = run_requests(in, gen, *strategy, out);
+    }
     comm_set_stop_hook(nullptr, nullptr);
   } catch (...) {
     comm_set_stop_hook(nullptr, nullptr);
@@ -89,7 +137,14 @@ int cmd_generate(int argc, char** argv) {
   const RunReport report{o, loop, *strategy, *ranks.comm, exec, adaptive, prompts.size(), ranks.tag};
   write_stats_file(report);
   print_summary(report);
-  return loop.interrupted ? report_interrupted(report) : 0;  // one line even with --quiet: the job did not finish
+  if (batch > 1 && !o.quiet) print_batch_summary(ranks.tag, batch, bcount, loop.refused);
+  if (loop.interrupted) return report_interrupted(report);
+  if (loop.refused > 0) {  // the job went on without them; say so once more at the end, and fail
+    std::cerr << (ranks.tag + "error: " + std::to_string(loop.refused) +
+                  " prompt(s) refused: they need more KV cache rows than --kv-memory holds\n");
+    return 1;
+  }
+  return 0;  // one line even with --quiet: the job did not finish
 }
 
 }  // namespace la::cli

@@ -57,6 +57,15 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
       ("collective-latency-us", po::value(&o.collective_latency_us)->default_value(0),
        "--simulate-ranks: per-step collective latency (us) added to the slowest replica's forward in the model "
        "of a K-device step (launch/strong-scaling.sh measures it)")
+      ("batch", po::value(&o.batch)->default_value("auto"),
+       "--input: requests in flight, every step one forward over all of them (continuous batching); each "
+       "request's tokens are those of decoding it alone. auto: from the measured step costs (printed at start); "
+       "1: one request at a time")
+      ("prefill-chunk", po::value(&o.prefill_chunk)->default_value(256),
+       "--batch: prompt tokens a joining request feeds per step, between the other requests' decode steps")
+      ("kv-memory", po::value(&o.kv_memory),
+       "--batch: KV cache bytes all requests in flight may reserve (suffix K, M or G; default: requests in "
+       "flight x the context); a request that does not fit waits, one that never can is refused")
       ("quiet,q", po::bool_switch(&o.quiet), "do not stream text or print the summary")
       ("allow-empty-prompt", po::bool_switch(&o.allow_empty), "accept empty prompts (generation starts from BOS)");
 }
@@ -134,6 +143,45 @@ void check_load(const LoadOptions& lo) {
   LA_CHECK(lo.threads >= 0, "--threads must be >= 0");
 }
 
+// "512M", "2G", "1048576" -> bytes (binary suffixes).
+int64_t parse_bytes(const std::string& s, const char* flag) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    fail("invalid ", flag, " '", s, "' (expected bytes, e.g. 512M or 2G)");
+  }
+  const std::string unit = s.substr(used);
+  double mult = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else LA_CHECK(unit.empty(), "invalid ", flag, " '", s, "' (expected bytes, e.g. 512M or 2G)");
+  LA_CHECK(std::isfinite(v) && v > 0 && v * mult < 9e18, "invalid ", flag, " '", s, "' (must be > 0)");
+  return static_cast<int64_t>(v * mult);
+}
+
+void check_batch(GenerateOptions& o) {
+  if (o.batch == "auto") {
+    o.batch_size = 0;
+  } else {
+    size_t used = 0;
+    int b = 0;
+    try {
+      b = std::stoi(o.batch, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    LA_CHECK(used == o.batch.size() && used > 0 && b >= 1 && b <= 1024, "invalid --batch '", o.batch,
+             "' (expected auto or a number in [1, 1024])");
+    o.batch_size = b;
+  }
+  LA_CHECK(o.prefill_chunk >= 1 && o.prefill_chunk <= 65536, "--prefill-chunk must be in [1, 65536] (got ",
+           o.prefill_chunk, ")");
+  o.kv_bytes = o.kv_memory.empty() ? 0 : parse_bytes(o.kv_memory, "--kv-memory");
+}
+
 void check_ranks(const GenerateOptions& o) {
   LA_CHECK(o.rank_timeout_s >= 0, "--rank-timeout must be >= 0");
   LA_CHECK(o.simulate_ranks >= 0, "--simulate-ranks must be >= 1 (or 0: off; got ", o.simulate_ranks, ")");
@@ -189,6 +237,7 @@ void check_generate_options(GenerateOptions& o) {
   o.strategy.validate();
   o.job.validate();
   check_ranks(o);
+  check_batch(o);
 }
 
 }  // namespace la::cli

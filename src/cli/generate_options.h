@@ -30,6 +30,11 @@ struct GenerateOptions {
   int64_t seed = 0;
   int simulate_ranks = 0;
   double collective_latency_us = 0;
+  std::string batch = "auto";  // --batch N | auto: requests in flight (continuous batching)
+  int prefill_chunk = 256;     // --prefill-chunk: prompt tokens a joining request feeds per step
+  std::string kv_memory;       // --kv-memory BYTES[K|M|G]: the KV cache all requests in flight may hold
+  int batch_size = 0;          // --batch as a number (0: auto), set by the checks
+  int64_t kv_bytes = 0;        // --kv-memory in bytes (0: requests in flight x the context)
 
   bool from_file() const { return !has_prompt; }
 };

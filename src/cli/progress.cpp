@@ -39,9 +39,11 @@ std::string Progress::line(int request_tokens) const {
   const double tps = el > 0 ? tok / el : 0.0;
   const size_t left = total_ > done_ ? total_ - done_ : 0;
   const double eta = done_here_ > 0 ? el / done_here_ * left : -1.0;
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s%zu/%zu prompts (%.0f%%), %s tokens, %.1f tokens/s, elapsed %s, left ~%s",
-                tag_.c_str(), done_, total_, total_ ? 100.0 * done_ / total_ : 100.0, count(tok).c_str(), tps, hms(el).c_str(),
+  char flight[32] = "";
+  if (in_flight_ > 1) std::snprintf(flight, sizeof flight, ", %d in flight", in_flight_);
+  char buf[288];
+  std::snprintf(buf, sizeof buf, "%s%zu/%zu prompts (%.0f%%)%s, %s tokens, %.1f tokens/s, elapsed %s, left ~%s",
+                tag_.c_str(), done_, total_, total_ ? 100.0 * done_ / total_ : 100.0, flight, count(tok).c_str(), tps, hms(el).c_str(),
                 left == 0 ? "0:00:00" : hms(eta).c_str());
   return buf;
 }

@@ -21,6 +21,8 @@ class Progress {
     if (Clock::now() >= next_) print(request_tokens);
   }
   void request_done(int new_tokens);
+  // Requests in flight (continuous batching): shown in the line when above one.
+  void set_in_flight(int n) { in_flight_ = n; }
   // Ends the run: terminates the in-place line on a terminal.
   void finish();
   // The status line (exposed for tests).
@@ -35,6 +37,7 @@ class Progress {
   uint64_t tokens_ = 0;
   Clock::time_point t0_, next_;
   bool printed_ = false;
+  int in_flight_ = 0;
   std::string tag_;
 };
 

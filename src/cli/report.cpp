@@ -181,6 +181,18 @@ void print_summary(const RunReport& r) {
             << (m > 0 ? total.new_tokens / m : 0.0) << " tokens/s\n";
 }
 
+void print_batch_summary(const std::string& tag, int batch, const BatchCounters& c, size_t refused) {
+  const double steps = c.steps > 0 ? double(c.steps) : 1.0;
+  const double rows = c.rows > 0 ? double(c.rows) : 1.0;
+  std::ostringstream l;
+  l << std::fixed << std::setprecision(1) << tag << "batch " << batch << ": " << c.steps << " forwards, "
+    << c.rows / steps << " rows each (" << 100.0 * c.draft_rows / rows << "% draft, " << 100.0 * c.prefill_rows / rows
+    << "% prompt chunks), " << c.slot_steps / steps << " requests decoding per forward, at most " << c.max_active
+    << " in flight";
+  if (refused > 0) l << "; " << refused << " prompt(s) refused (--kv-memory)";
+  std::cerr << l.str() + "\n";
+}
+
 int report_interrupted(const RunReport& r) {
   const int sig = stop_signal();
   const std::string& output = r.o.output;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "generate_options.h"
+#include "lookahead/decode/batch_runner.h"
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/tokenizer/tokenizer.h"
@@ -46,6 +47,8 @@ struct RunReport {
 void write_stats_file(const RunReport& r);
 // The summary on stderr (not with --quiet): prompts, tokens, steps, S, seconds, tokens/s (+ the modelled run).
 void print_summary(const RunReport& r);
+// --batch: how the step budget was spent (rows per forward, draft and prompt shares, requests in flight, refused).
+void print_batch_summary(const std::string& tag, int batch, const BatchCounters& c, size_t refused);
 // The one line of an interrupted run (even with --quiet); returns its exit status (128 + signal).
 int report_interrupted(const RunReport& r);
 

@@ -34,6 +34,7 @@ struct LoopResult {
   size_t ran = 0;            // prompts run and written
   bool interrupted = false;  // stopped by a signal before the end
   bool dropped = false;      // the request in flight was cancelled (not written)
+  size_t refused = 0;        // --batch: prompts that could never fit the KV budget (not written)
 };
 
 LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strategy, JsonlOutput& out);

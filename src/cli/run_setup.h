@@ -67,7 +67,8 @@ struct Adaptive {
   std::unique_ptr<StepCostModel> cost;
   std::unique_ptr<DraftController> controller;
 };
+// `batch`: requests in flight; the cost model is then calibrated up to the rows a batched step can hold.
 Adaptive attach_adaptive(const GenerateOptions& o, StepModel& model, Strategy& strategy, RunExecutor& exec,
-                         Generator& gen);
+                         Generator& gen, int batch = 1);
 
 }  // namespace la::cli

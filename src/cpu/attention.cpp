@@ -175,21 +175,43 @@ void AttentionScratch::reserve(int threads, int group, int max_keys) {
 void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
                     const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo,
                     const int32_t* positions) {
-  LA_CHECK(s.window <= 0 || positions != nullptr, "step attention: a sliding window needs the step's positions");
+  const AttentionSegment seg{kv, L, 0, T, parents, positions};
+  step_attention(pool, scratch, s, q, ldq, &seg, 1, out, ldo);
+}
+
+void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
+                    const AttentionSegment* segs, int nseg, float* out, int ldo) {
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
-  const int items = T * s.kv_heads, g = s.heads / s.kv_heads;
-  const AttendFn attend_one = attend_for(kv.type);
+  const int g = s.heads / s.kv_heads;
+  int items = 0, max_keys = 0;
+  for (int i = 0; i < nseg; ++i) {
+    LA_CHECK(s.window <= 0 || segs[i].positions != nullptr, "step attention: a sliding window needs the step's positions");
+    items += segs[i].T * s.kv_heads;
+    max_keys = std::max(max_keys, segs[i].L + segs[i].T);
+  }
+  // Work items are (segment, token, K/V head) in that order, split statically over the participants; each is
+  // computed by one participant alone, reading only its own segment's cache and ancestors.
   auto part = [&](int i, int n) {
     float* base = scratch.per_thread[i].data();  // [key offsets (8-byte) | scores | path]
     static_assert(sizeof(long) <= 2 * sizeof(float), "a key offset takes two floats of scratch");
     long* off = reinterpret_cast<long*>(base);
-    float* scores = base + size_t(2) * (L + T);
-    int32_t* path = reinterpret_cast<int32_t*>(scores + size_t(g) * (L + T));
+    float* scores = base + size_t(2) * max_keys;
+    int32_t* path = reinterpret_cast<int32_t*>(scores + size_t(g) * max_keys);
+    const int begin = int(int64_t(items) * i / n), end = int(int64_t(items) * (i + 1) / n);
+    int si = 0, seg_first = 0;  // the segment holding item `it`, and its first item
     int last_t = -1;
     KeyList keys;
-    for (int it = int(int64_t(items) * i / n); it < int(int64_t(items) * (i + 1) / n); ++it) {
-      const int t = it / s.kv_heads, kh = it % s.kv_heads;
+    for (int it = begin; it < end; ++it) {
+      while (it >= seg_first + segs[si].T * s.kv_heads) {
+        seg_first += segs[si].T * s.kv_heads;
+        ++si;
+        last_t = -1;
+      }
+      const AttentionSegment& sg = segs[si];
+      const int t = (it - seg_first) / s.kv_heads, kh = (it - seg_first) % s.kv_heads;
       if (t != last_t) {  // t's ancestors (inside its window), root first
+        const int32_t* positions = sg.positions;
+        const int32_t* parents = sg.parents;
         const int lo = s.window > 0 ? positions[t] - s.window : INT32_MIN;  // keys at positions <= lo are hidden
         auto kept = [&](int a) { return s.window <= 0 || positions[a] > lo; };
         int depth = 0;
@@ -197,11 +219,12 @@ void step_attention(ThreadPool& pool, AttentionScratch& scratch, const Attention
         int k = depth;
         for (int a = t; a >= 0; a = parents[a])
           if (kept(a)) path[--k] = a;
-        const int first = s.window > 0 ? std::min(L, std::max(0, lo + 1)) : 0;
-        keys = KeyList{L, first, path, depth};
+        const int first = s.window > 0 ? std::min(sg.L, std::max(0, lo + 1)) : 0;
+        keys = KeyList{sg.L, first, path, depth};
         last_t = t;
       }
-      attend_one(s, q + long(t) * ldq, kv, keys, kh, scores, off, out + long(t) * ldo, avx2);
+      attend_for(sg.kv.type)(s, q + long(sg.row0 + t) * ldq, sg.kv, keys, kh, scores, off,
+                             out + long(sg.row0 + t) * ldo, avx2);
     }
   };
   if (pool.size() == 1 || items == 1) {

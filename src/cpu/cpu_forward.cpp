@@ -91,9 +91,9 @@ std::string CpuForward::describe() const {
 }
 
 void CpuForward::set_cache(const std::vector<void*>& k, const std::vector<void*>& v, int capacity) {
-  kc_ = k;
-  vc_ = v;
-  capacity_ = capacity;
+  cache_.k = k;
+  cache_.v = v;
+  cache_.capacity = capacity;
   att_scratch_.reserve(pool_->size(), cfg_.heads / cfg_.kv_heads, capacity);
 }
 
@@ -105,7 +105,8 @@ void CpuForward::grow(int T, int keys) {
     h_.resize(T * H);
     if (cfg_.sandwich_norms) a_.resize(T * H);
     qkv_.resize(T * W);
-    att_.resize(T * Q);
+    attn_.resize(T * Q);
+    positions_.resize(T);
     gu_.resize(T * 2 * I);
     act_.resize(T * I);
     logits_.resize(size_t(T) * cfg_.vocab);
@@ -114,7 +115,7 @@ void CpuForward::grow(int T, int keys) {
   att_scratch_.reserve(pool_->size(), cfg_.heads / cfg_.kv_heads, keys);
 }
 
-void CpuForward::layer(int l, const StepInput& in, int T, int L) {
+void CpuForward::layer(int l, const CpuSegment* segs, int n, int T) {
   ThreadPool& P = *pool_;
   const CpuLayerView& W = w_.layers[l];
   const int H = cfg_.hidden, D = cfg_.head_dim, Hq = cfg_.heads, Hkv = cfg_.kv_heads, I = cfg_.intermediate;
@@ -124,6 +125,7 @@ void CpuForward::layer(int l, const StepInput& in, int T, int L) {
   float* x = x_.data();
   float* h = h_.data();
   float* qkv = qkv_.data();
+  const int32_t* pos = positions_.data();
 
   rms_norm_rows(P, x, H, ln1_.data() + long(l) * H, T, H, eps, h, H);
   gemm(P, h, T, W.wqkv, GemmOut{qkv, WQ, bqkv_.empty() ? nullptr : bqkv_.data() + long(l) * WQ, false});
@@ -134,27 +136,32 @@ void CpuForward::layer(int l, const StepInput& in, int T, int L) {
   const bool local = sliding && w_.rope_cos_local;  // Gemma-3's sliding layers: their own RoPE base
   const float* cos = local ? w_.rope_cos_local : w_.rope_cos;
   const float* sin = local ? w_.rope_sin_local : w_.rope_sin;
-  rope_rows(qkv, WQ, Hq, D, R, in.positions.data(), T, cos, sin);
-  rope_rows(qkv + Q, WQ, Hkv, D, R, in.positions.data(), T, cos, sin);
-  for (int t = 0; t < T; ++t)  // the step's K/V into the cache, in the model's dtype
-    for (int i = 0; i < KV; ++i) {
-      store_from_f32(kc_[l], w_.type, long(L + t) * KV + i, qkv[long(t) * WQ + Q + i]);
-      store_from_f32(vc_[l], w_.type, long(L + t) * KV + i, qkv[long(t) * WQ + Q + KV + i]);
-    }
+  rope_rows(qkv, WQ, Hq, D, R, pos, T, cos, sin);
+  rope_rows(qkv + Q, WQ, Hkv, D, R, pos, T, cos, sin);
+  for (int s = 0; s < n; ++s) {  // each segment's K/V into its own cache, in the model's dtype
+    void* kc = segs[s].cache->k[l];
+    void* vc = segs[s].cache->v[l];
+    const int row = att_[s].row0;
+    for (int t = 0; t < att_[s].T; ++t)
+      for (int i = 0; i < KV; ++i) {
+        store_from_f32(kc, w_.type, long(segs[s].L + t) * KV + i, qkv[long(row + t) * WQ + Q + i]);
+        store_from_f32(vc, w_.type, long(segs[s].L + t) * KV + i, qkv[long(row + t) * WQ + Q + KV + i]);
+      }
+    att_[s].kv = KvLayer{kc, vc, w_.type};
+  }
   const double qs = cfg_.query_pre_attn_scalar > 0 ? cfg_.query_pre_attn_scalar : double(D);
   AttentionShape as{Hq, Hkv, D, float(1.0 / std::sqrt(qs))};
   as.softcap = float(cfg_.attn_softcap);
   as.window = sliding ? cfg_.sliding_window : 0;
-  step_attention(P, att_scratch_, as, qkv, WQ, KvLayer{kc_[l], vc_[l], w_.type}, L, in.parents.data(), T,
-                 att_.data(), Q, in.positions.data());
+  step_attention(P, att_scratch_, as, qkv, WQ, att_.data(), n, attn_.data(), Q);
   const float* bo = bo_.empty() ? nullptr : bo_.data() + long(l) * H;
   if (sandwich) {  // x += norm(attention); x += norm(mlp(norm(x)))
-    gemm(P, att_.data(), T, W.wo, GemmOut{a_.data(), H, bo, false});
+    gemm(P, attn_.data(), T, W.wo, GemmOut{a_.data(), H, bo, false});
     rms_norm_rows(P, a_.data(), H, ln2_.data() + long(l) * H, T, H, eps, h, H);
     add_rows(x, h, T, H);
     rms_norm_rows(P, x, H, pre_ff_.data() + long(l) * H, T, H, eps, h, H);
   } else {
-    gemm(P, att_.data(), T, W.wo, GemmOut{x, H, bo, true});
+    gemm(P, attn_.data(), T, W.wo, GemmOut{x, H, bo, true});
     rms_norm_rows(P, x, H, ln2_.data() + long(l) * H, T, H, eps, h, H);
   }
   gemm(P, h, T, W.wgu, GemmOut{gu_.data(), 2 * I, nullptr, false});
@@ -172,24 +179,45 @@ void CpuForward::layer(int l, const StepInput& in, int T, int L) {
 }
 
 const float* CpuForward::run(const StepInput& in, int L) {
-  const int T = static_cast<int>(in.tokens.size()), H = cfg_.hidden;
-  LA_CHECK(L + T <= capacity_, "CPU forward: step of ", T, " on ", L, " cached rows exceeds the cache (", capacity_,
-           ")");
-  grow(T, L + T);
-  for (int t = 0; t < T; ++t)
-    for (int i = 0; i < H; ++i)
-      x_[long(t) * H + i] = load_f32(w_.embed, w_.type, long(in.tokens[t]) * H + i) * embed_scale_;
-  for (int l = 0; l < cfg_.layers; ++l) layer(l, in, T, L);
+  const CpuSegment seg{&in, &cache_, L};
+  return run(&seg, 1);
+}
+
+const float* CpuForward::run(const CpuSegment* segs, int n) {
+  const int H = cfg_.hidden;
+  int T = 0, keys = 0;
+  for (int s = 0; s < n; ++s) {
+    const int Ts = static_cast<int>(segs[s].in->tokens.size());
+    LA_CHECK(segs[s].L + Ts <= segs[s].cache->capacity, "CPU forward: step of ", Ts, " on ", segs[s].L,
+             " cached rows exceeds the cache (", segs[s].cache->capacity, ")");
+    T += Ts;
+    keys = std::max(keys, segs[s].L + Ts);
+  }
+  LA_CHECK(T > 0, "CPU forward: empty step");
+  grow(T, keys);
+  if (int(att_.size()) < n) att_.resize(n);  // grows to the largest batch seen, never shrinks
+  for (int s = 0, row = 0; s < n; ++s) {
+    const StepInput& in = *segs[s].in;
+    const int Ts = static_cast<int>(in.tokens.size());
+    att_[s] = AttentionSegment{KvLayer{}, segs[s].L, row, Ts, in.parents.data(), positions_.data() + row};
+    for (int t = 0; t < Ts; ++t) {
+      positions_[row + t] = in.positions[t];
+      for (int i = 0; i < H; ++i)
+        x_[long(row + t) * H + i] = load_f32(w_.embed, w_.type, long(in.tokens[t]) * H + i) * embed_scale_;
+    }
+    row += Ts;
+  }
+  for (int l = 0; l < cfg_.layers; ++l) layer(l, segs, n, T);
   rms_norm_rows(*pool_, x_.data(), H, norm_.data(), T, H, float(cfg_.rms_eps), h_.data(), H);
   gemm(*pool_, h_.data(), T, w_.lm_head, GemmOut{logits_.data(), cfg_.vocab, nullptr, false});
   if (cfg_.final_softcap > 0) softcap_rows(*pool_, logits_.data(), cfg_.vocab, T, cfg_.vocab, float(cfg_.final_softcap));
   return logits_.data();
 }
 
-void CpuForward::argmax(int T, int32_t* out) const {
+void CpuForward::argmax(int T, int32_t* out, int row0) const {
   const int V = cfg_.vocab;
   for (int t = 0; t < T; ++t) {
-    const float* r = logits_.data() + long(t) * V;
+    const float* r = logits_.data() + long(row0 + t) * V;
     int best = 0;
     for (int i = 1; i < V; ++i)
       if (r[i] > r[best] || (std::isnan(r[i]) && !std::isnan(r[best]))) best = i;
@@ -202,8 +230,8 @@ void CpuForward::commit_rows(const std::vector<int32_t>& idx, int L) {
   for (int l = 0; l < cfg_.layers; ++l)
     for (size_t j = 0; j < idx.size(); ++j) {
       if (idx[j] == int(j)) continue;
-      auto* k = static_cast<char*>(kc_[l]);
-      auto* v = static_cast<char*>(vc_[l]);
+      auto* k = static_cast<char*>(cache_.k[l]);
+      auto* v = static_cast<char*>(cache_.v[l]);
       std::memmove(k + (L + j) * row, k + (L + idx[j]) * row, row);
       std::memmove(v + (L + j) * row, v + (L + idx[j]) * row, row);
     }

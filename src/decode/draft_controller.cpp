@@ -52,7 +52,7 @@ double DraftController::host(int level) const {
 
 double DraftController::step_cost(int level, double nodes) const {
   const int b = model_.ladder()[level];
-  return cost_.step_seconds(1 + nodes + s_.lookahead_nodes(b)) + host(level);
+  return cost_.step_seconds(other_rows_ + 1 + nodes + s_.lookahead_nodes(b)) + host(level);
 }
 
 // A context class seen before uses its own statistics (levels it never planned borrow its nearest planned level
@@ -121,12 +121,12 @@ double DraftController::nodes_at(int level) const {
 }
 
 double DraftController::score(int level) const {
-  return (1 + expected_accepted(level)) / step_cost(level, nodes_at(level));
+  return (other_tokens_ + 1 + expected_accepted(level)) / step_cost(level, nodes_at(level));
 }
 
 bool DraftController::could_pay(int level) const {
   const int b = hint_ >= 0 ? std::min(model_.ladder()[level], hint_) : model_.ladder()[level];
-  return level > 0 && b > 0 && (1.0 + b) / step_cost(level, b) > score(0);
+  return level > 0 && b > 0 && (other_tokens_ + 1.0 + b) / step_cost(level, b) > score(0);
 }
 
 // The largest level that could pay and costs at most warmup_cost plain steps (0: none).

@@ -1,5 +1,6 @@
 #include "lookahead/decode/executor.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "lookahead/util/error.h"
@@ -16,7 +17,7 @@ void LocalExecutor::begin(const std::vector<int32_t>& prompt, const SampleParams
   plan_nodes_ = 0;
 }
 
-void LocalExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) {
+const StepInput& LocalExecutor::stage(const std::vector<int32_t>& seq, const StepPlan& plan) {
   const int L = model_.cache_len();
   const int S = static_cast<int>(seq.size());
   LA_CHECK(L < S, "executor: cache (", L, ") is not behind the sequence (", S, ")");
@@ -40,14 +41,58 @@ void LocalExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan, s
     in_.positions.push_back(in_.positions[p] + 1);
     in_.parents.push_back(p);
   }
-  const double t0 = cost_ ? cost_->now() : 0.0;
-  const auto out = model_.forward(in_, sp_);
-  if (cost_) cost_->observe_forward(static_cast<int>(in_.tokens.size()), cost_->now() - t0);
   pending_ = P;
   plan_nodes_ = n;
   last_tokens_ = static_cast<int>(in_.tokens.size());
-  results.resize(n);
-  for (int i = 0; i < n; ++i) results[i] = out[P - 1 + i];
+  return in_;
+}
+
+void LocalExecutor::collect(const std::vector<int32_t>& out, std::vector<int32_t>& results) const {
+  results.resize(plan_nodes_);
+  for (int i = 0; i < plan_nodes_; ++i) results[i] = out[pending_ - 1 + i];
+}
+
+void LocalExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) {
+  stage(seq, plan);
+  const double t0 = cost_ ? cost_->now() : 0.0;
+  const auto out = model_.forward(in_, sp_);
+  if (cost_) cost_->observe_forward(static_cast<int>(in_.tokens.size()), cost_->now() - t0);
+  collect(out, results);
+}
+
+void LocalExecutor::begin_deferred(const std::vector<int32_t>& prompt, const SampleParams& sp) {
+  LA_CHECK(!prompt.empty(), "empty prompt (no tokens, not even BOS)");
+  sp_ = sp;
+  model_.truncate(0);
+  pending_ = 0;
+  plan_nodes_ = 0;
+}
+
+int LocalExecutor::prefill_left(const std::vector<int32_t>& seq) const {
+  return std::max(0, static_cast<int>(seq.size()) - 1 - model_.cache_len());
+}
+
+const StepInput& LocalExecutor::stage_prefill(const std::vector<int32_t>& seq, int max_tokens) {
+  const int L = model_.cache_len();
+  const int c = std::min(max_tokens, prefill_left(seq));
+  LA_CHECK(c > 0, "executor: no prompt tokens left to prefill");
+  in_.tokens.assign(seq.begin() + L, seq.begin() + L + c);
+  in_.positions.clear();
+  in_.parents.clear();
+  for (int i = 0; i < c; ++i) {
+    in_.positions.push_back(L + i);
+    in_.parents.push_back(i - 1);
+  }
+  pending_ = 0;
+  plan_nodes_ = 0;
+  last_tokens_ = c;
+  return in_;
+}
+
+void LocalExecutor::commit_prefill() {
+  idx_.clear();
+  for (int i = 0; i < last_tokens_; ++i) idx_.push_back(i);
+  model_.commit(idx_);
 }
 
 void LocalExecutor::commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) {

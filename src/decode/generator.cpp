@@ -25,10 +25,14 @@ void check_fits(const ModelConfig& cfg, size_t prompt_tokens, int max_new_tokens
            " positions (at most ", limit - prompt_tokens, " new tokens fit; --max-new-tokens 0 stops at the limit)");
 }
 
+void check_prompt(const ModelConfig& cfg, const std::vector<int32_t>& prompt, int max_new_tokens) {
+  check_fits(cfg, prompt.size(), max_new_tokens);
+  for (auto t : prompt) LA_CHECK(t >= 0 && t < cfg.vocab, "prompt token id ", t, " outside the vocabulary");
+}
+
 GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParams& gp,
                               const std::function<void(const std::vector<int32_t>&)>& on_tokens) {
-  check_fits(cfg_, prompt.size(), gp.max_new_tokens);
-  for (auto t : prompt) LA_CHECK(t >= 0 && t < cfg_.vocab, "prompt token id ", t, " outside the vocabulary");
+  check_prompt(cfg_, prompt, gp.max_new_tokens);
   GenResult r;
   const auto t_start = Clock::now();
   const int max_new = gp.max_new_tokens > 0 ? gp.max_new_tokens : cfg_.max_positions + 1 - int(prompt.size());

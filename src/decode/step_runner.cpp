@@ -35,6 +35,15 @@ void RequestStats::add(const RequestStats& o) {
 
 void StepRunner::begin(const std::vector<int32_t>& prompt, const SampleParams& sp, const StepLimits& limits) {
   LA_CHECK(!prompt.empty(), "empty prompt (no tokens, not even BOS)");
+  const auto t0 = Clock::now();
+  exec_.begin(prompt, sp);
+  const double prefill_s = secs(t0, Clock::now());
+  begin_state(prompt, limits);
+  stats_.prefill_s = prefill_s;
+}
+
+void StepRunner::begin_state(const std::vector<int32_t>& prompt, const StepLimits& limits) {
+  LA_CHECK(!prompt.empty(), "empty prompt (no tokens, not even BOS)");
   limits_ = limits;
   prompt_len_ = static_cast<int>(prompt.size());
   stats_ = RequestStats{};
@@ -46,9 +55,6 @@ void StepRunner::begin(const std::vector<int32_t>& prompt, const SampleParams& s
   seq_.reserve(static_cast<size_t>(most));
   seq_.assign(prompt.begin(), prompt.end());
   stats_.accept_hist.reserve(static_cast<size_t>(std::min(most - prompt_len_, 1024) + 2));
-  const auto t0 = Clock::now();
-  exec_.begin(prompt, sp);
-  stats_.prefill_s = secs(t0, Clock::now());
   strategy_.begin_request(prompt);
   if (!controller_) strategy_.set_draft_budget(-1);
   done_ = limits.max_new == 0;
@@ -56,13 +62,19 @@ void StepRunner::begin(const std::vector<int32_t>& prompt, const SampleParams& s
 }
 
 int StepRunner::step() {
+  plan_step();
+  exec_.run(seq_, plan_, results_);
+  return finish_step();
+}
+
+void StepRunner::plan_step() {
   LA_CHECK(!done_, "step runner: step after the request ended");
   RequestStats& st = stats_;
   const int root_pos = static_cast<int>(seq_.size()) - 1;
   max_depth_ = limits_.max_positions - 1 - root_pos;
-  const auto t0 = Clock::now();
+  t0_ = Clock::now();
   // The controller's host time is read on the cost model's clock (thread CPU time for a one-thread CPU forward).
-  const double h0 = controller_ ? controller_->now() : 0.0;
+  h0_ = controller_ ? controller_->now() : 0.0;
   if (controller_) {
     const int b = controller_->choose(strategy_.draft_context(seq_));
     ++st.budgets.steps;
@@ -73,9 +85,12 @@ int StepRunner::step() {
   strategy_.plan(seq_, max_depth_, plan_);
   plan_.validate();
   LA_CHECK(plan_.tokens[0] == seq_.back(), "strategy ", strategy_.name(), ": plan root is not the last token");
-  const auto t1 = Clock::now();
-  const double h1 = controller_ ? controller_->now() : 0.0;
-  exec_.run(seq_, plan_, results_);
+  t1_ = Clock::now();
+  h1_ = controller_ ? controller_->now() : 0.0;
+}
+
+int StepRunner::finish_step() {
+  RequestStats& st = stats_;
   const auto t2 = Clock::now();
   const double h2 = controller_ ? controller_->now() : 0.0;
   if (verifier_) verdict_ = verifier_(plan_, results_);
@@ -94,7 +109,7 @@ int StepRunner::step() {
   path_.assign(verdict_.path.begin(), verdict_.path.begin() + std::min<size_t>(verdict_.path.size(), kept));
   exec_.commit(seq_, path_);
   const auto t5 = Clock::now();
-  if (controller_) controller_->observe(plan_, verdict_, (h1 - h0) + (controller_->now() - h2));
+  if (controller_) controller_->observe(plan_, verdict_, (h1_ - h0_) + (controller_->now() - h2));
   st.steps++;
   st.new_tokens = generated();
   st.draft_tokens += plan_.num_draft();
@@ -102,8 +117,8 @@ int StepRunner::step() {
   st.step_tokens += plan_.size();
   if (static_cast<int>(st.accept_hist.size()) <= kept) st.accept_hist.resize(kept + 1, 0);
   st.accept_hist[kept]++;
-  st.draft_s += secs(t0, t1) + secs(t3, t4);
-  st.forward_s += secs(t1, t2);
+  st.draft_s += secs(t0_, t1_) + secs(t3, t4);
+  st.forward_s += secs(t1_, t2);
   st.verify_s += secs(t2, t3);
   st.commit_s += secs(t4, t5);
   return kept;

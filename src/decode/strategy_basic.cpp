@@ -10,6 +10,7 @@ namespace {
 class ArStrategy final : public Strategy {
  public:
   std::string name() const override { return "ar"; }
+  std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<ArStrategy>(); }
   void plan(const std::vector<int32_t>& seq, int, StepPlan& out) override { out.reset(seq.back()); }
   void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>&, const Verdict&) override {}
 };
@@ -19,8 +20,10 @@ class ArStrategy final : public Strategy {
 // guess i-1; the next guesses are the outputs after the accepted point (padded with prompt tokens).
 class JacobiStrategy final : public Strategy {
  public:
-  explicit JacobiStrategy(const StrategyOptions& o) : k_(o.jacobi.block), rng_(o.seed) {}
+  explicit JacobiStrategy(const StrategyOptions& o) : JacobiStrategy(o.jacobi.block, o.seed) {}
+  JacobiStrategy(int k, uint64_t seed) : k_(k), seed_(seed), rng_(seed) {}
   std::string name() const override { return "jacobi"; }
+  std::unique_ptr<Strategy> spawn(int slot) override { return std::make_unique<JacobiStrategy>(k_, seed_ + slot); }
   void begin_request(const std::vector<int32_t>& prompt) override {
     prompt_ = prompt;
     guess_.clear();
@@ -56,6 +59,7 @@ class JacobiStrategy final : public Strategy {
     while (static_cast<int>(guess_.size()) < k_) guess_.push_back(prompt_[d(rng_)]);
   }
   int k_;
+  uint64_t seed_;
   std::mt19937_64 rng_;
   std::vector<int32_t> prompt_, guess_, next_;
 };

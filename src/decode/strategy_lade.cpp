@@ -29,6 +29,7 @@
 //           part 2  r  v13 v14 v15  w16 w17 w18
 // In tokens, the step is the pending chain, then the plan in index order (StepInput of LocalExecutor::run).
 #include <algorithm>
+#include <memory>
 #include <random>
 
 #include "lookahead/decode/strategies.h"
@@ -42,12 +43,17 @@ class LadeStrategy final : public Strategy {
  public:
   explicit LadeStrategy(const StrategyOptions& o)
       : LadeStrategy(o.lade, o.seed) {}
-  LadeStrategy(const LadeOptions& l, uint64_t seed)
-      : W_(l.window), N_(l.ngram), G_(l.guesses), from_prompt_(l.pool_from_prompt), rng_(seed),
-        pool_(l.ngram, l.guesses), window_(static_cast<size_t>(l.ngram - 1) * l.window, 0),
+  LadeStrategy(const LadeOptions& l, uint64_t seed, std::shared_ptr<NgramPool> shared = nullptr)
+      : opt_(l), seed_(seed), W_(l.window), N_(l.ngram), G_(l.guesses), from_prompt_(l.pool_from_prompt), rng_(seed),
+        shared_(shared ? std::move(shared) : std::make_shared<NgramPool>(l.ngram, l.guesses)), pool_(*shared_),
+        window_(static_cast<size_t>(l.ngram - 1) * l.window, 0),
         idx_(static_cast<size_t>(l.ngram - 1) * l.window, -1), cands_(static_cast<size_t>(l.guesses) * (l.ngram - 1)),
         gram_(l.ngram) {}
   std::string name() const override { return "lade"; }
+  // A request of the batch: its own window, the one n-gram pool.
+  std::unique_ptr<Strategy> spawn(int slot) override {
+    return std::make_unique<LadeStrategy>(opt_, seed_ + 0x9E3779B97F4A7C15ULL * uint64_t(slot), shared_);
+  }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
     std::uniform_int_distribution<size_t> d(0, prompt.size() - 1);
@@ -133,10 +139,13 @@ class LadeStrategy final : public Strategy {
   }
 
  private:
+  LadeOptions opt_;
+  uint64_t seed_;
   int W_, N_, G_;
   bool from_prompt_;
   std::mt19937_64 rng_;
-  NgramPool pool_;
+  std::shared_ptr<NgramPool> shared_;  // the pool, shared with the strategies spawned for a batch
+  NgramPool& pool_;
   // The window, flat and sized once: level l of column j at [l * W + j] (window_), its plan node in the current
   // plan or -1 (idx_); levels_ levels are filled (N-1 after warm-up).
   std::vector<int32_t> window_, idx_;

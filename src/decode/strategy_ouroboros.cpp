@@ -62,9 +62,23 @@ namespace {
 
 class OuroborosStrategy final : public Strategy {
  public:
+  // The phrase pool and its state file, shared by the strategies spawned for a batch.
+  struct Shared {
+    explicit Shared(const OuroborosOptions& o) : state(o.pool_state), pool(std::max(16, 2 * o.extensions)) {}
+    StateCheckpoint state;
+    PhrasePool pool;
+  };
+
   OuroborosStrategy(const StrategyOptions& o, StepModel& draft)
-      : draft_(draft), dexec_(draft), gamma_(o.ouroboros.gamma), K_(o.ouroboros.extensions),
-        state_(o.ouroboros.pool_state), pool_(std::max(16, 2 * o.ouroboros.extensions)) {
+      : OuroborosStrategy(o, draft, nullptr, std::make_shared<Shared>(o.ouroboros)) {
+    if (state_.enabled() && file_exists(state_.path())) pool_.load(state_.path());
+  }
+  // `own_draft`: a fork of the draft model for a spawned strategy (its own cache), or null (`draft` itself).
+  OuroborosStrategy(const StrategyOptions& o, StepModel& draft, std::unique_ptr<StepModel> own_draft,
+                    std::shared_ptr<Shared> sh)
+      : opt_(o), own_draft_(std::move(own_draft)), draft_(own_draft_ ? *own_draft_ : draft), dexec_(draft_),
+        gamma_(o.ouroboros.gamma), K_(o.ouroboros.extensions), sh_(std::move(sh)), state_(sh_->state),
+        pool_(sh_->pool) {
     StrategyOptions lo;
     lo.name = "lade";
     lo.seed = o.seed;
@@ -72,10 +86,18 @@ class OuroborosStrategy final : public Strategy {
     lo.lade.pool_from_prompt = false;
     lade_ = make_lade_strategy(lo);
     dloop_ = std::make_unique<StepRunner>(dexec_, *lade_, draft_.config());
-    if (state_.enabled() && file_exists(state_.path())) pool_.load(state_.path());
   }
 
   std::string name() const override { return "ouroboros"; }
+  // A request of the batch: its own draft-model replica (a fork: own cache, shared weights) and LADE state, the
+  // one phrase pool. A draft model that cannot be forked cannot serve a batch.
+  std::unique_ptr<Strategy> spawn(int slot) override {
+    std::unique_ptr<StepModel> fork = draft_.fork();
+    if (!fork) return nullptr;
+    StrategyOptions o = opt_;
+    o.seed = opt_.seed + 0x9E3779B97F4A7C15ULL * uint64_t(slot);
+    return std::make_unique<OuroborosStrategy>(o, draft_, std::move(fork), sh_);
+  }
   // gamma draft tokens plus K extensions of at most gamma tokens (pool phrases are corrections of <= gamma + 1
   // tokens, keyed by their first); the ladder cuts the chain first, then the extensions.
   int max_draft_budget() const override { return gamma_ + K_ * gamma_; }
@@ -222,13 +244,16 @@ class OuroborosStrategy final : public Strategy {
     }
   }
 
+  StrategyOptions opt_;
+  std::unique_ptr<StepModel> own_draft_;
   StepModel& draft_;
   LocalExecutor dexec_;
   std::unique_ptr<Strategy> lade_;
   std::unique_ptr<StepRunner> dloop_;  // the draft model's steps; its seq() is the draft sequence
   int gamma_, K_;
-  StateCheckpoint state_;
-  PhrasePool pool_;
+  std::shared_ptr<Shared> sh_;
+  StateCheckpoint& state_;
+  PhrasePool& pool_;
   bool draft_on_ = false;
   std::vector<int32_t> chain_;  // the draft chain of the current target step
   int chain_len_ = 0;

@@ -14,9 +14,10 @@ namespace {
 class PromptLookupStrategy : public Strategy {
  public:
   explicit PromptLookupStrategy(const StrategyOptions& opt)
-      : num_tokens_(opt.pl.num_tokens), index_(opt.pl.min_ngram, opt.pl.max_ngram) {}
+      : opt_(opt), num_tokens_(opt.pl.num_tokens), index_(opt.pl.min_ngram, opt.pl.max_ngram) {}
 
   std::string name() const override { return "prompt-lookup"; }
+  std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<PromptLookupStrategy>(opt_); }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
     index_.reset();
@@ -77,6 +78,7 @@ class PromptLookupStrategy : public Strategy {
   }
 
  private:
+  StrategyOptions opt_;
   int num_tokens_;
   PromptLookup index_;
   std::vector<int32_t> chain_;  // the proposal, reused across steps

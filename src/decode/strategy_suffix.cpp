@@ -51,9 +51,19 @@ int score_class(double s) {
 
 class SuffixStrategy final : public Strategy {
  public:
-  explicit SuffixStrategy(const SuffixOptions& o)
-      : opt_(o), local_(o.depth), global_(o.depth, o.global_mb * (int64_t{1} << 20), o.vocab_size, o.model_id),
-        state_(o.state) {
+  // The global tree and its state file, shared by the strategies spawned for a batch.
+  struct Shared {
+    explicit Shared(const SuffixOptions& o)
+        : global(o.depth, o.global_mb * (int64_t{1} << 20), o.vocab_size, o.model_id), state(o.state) {}
+    SuffixGlobal global;
+    StateCheckpoint state;
+    size_t loaded = 0;
+  };
+
+  SuffixStrategy(const SuffixOptions& o, std::shared_ptr<Shared> sh)
+      : opt_(o), local_(o.depth), sh_(std::move(sh)), global_(sh_->global), state_(sh_->state), loaded_(sh_->loaded) {}
+
+  explicit SuffixStrategy(const SuffixOptions& o) : SuffixStrategy(o, std::make_shared<Shared>(o)) {
     if (!opt_.state.empty()) {
       std::error_code ec;
       if (std::filesystem::exists(opt_.state, ec)) {
@@ -66,6 +76,7 @@ class SuffixStrategy final : public Strategy {
   }
 
   std::string name() const override { return "suffix"; }
+  std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<SuffixStrategy>(opt_, sh_); }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
     finish_pending();
@@ -200,14 +211,16 @@ class SuffixStrategy final : public Strategy {
 
   SuffixOptions opt_;
   SuffixTree local_;
-  SuffixGlobal global_;
-  StateCheckpoint state_;
+  std::shared_ptr<Shared> sh_;
+  SuffixGlobal& global_;
+  StateCheckpoint& state_;
+  size_t& loaded_;
   std::vector<int32_t> indexed_;
   SuffixDraft dl_, dg_;
   const SuffixDraft* cached_ = &dl_;
   size_t cached_len_ = 0;
   int cached_depth_ = -1;
-  size_t prompt_len_ = 0, loaded_ = 0;
+  size_t prompt_len_ = 0;
   bool active_ = false;
   bool chained_ = false;  // the last step accepted 2 or more draft tokens
   int hint_ = -1;         // draft_size_hint(): the draft's nodes found by draft_context()

@@ -26,8 +26,16 @@ namespace {
 
 class TrieStrategy : public Strategy {
  public:
-  explicit TrieStrategy(const StrategyOptions& opt)
-      : opt_(opt.trie), mode_(parse_trie_mode(opt.trie.mode)), trie_(params_of(opt.trie)), state_(opt.trie.state) {
+  // The trie and its state file, shared by the strategies spawned for a batch (one trie learns from every request).
+  struct Shared {
+    Shared(const TrieOptions& o) : trie(params_of(o)), state(o.state) {}
+    TokenTrie trie;
+    StateCheckpoint state;
+    size_t loaded_nodes = 0;
+    int64_t next_request = 0;
+  };
+
+  explicit TrieStrategy(const StrategyOptions& opt) : TrieStrategy(opt.trie, std::make_shared<Shared>(opt.trie)) {
     if (!opt_.state.empty()) {
       std::error_code ec;
       if (std::filesystem::exists(opt_.state, ec)) {
@@ -39,7 +47,12 @@ class TrieStrategy : public Strategy {
     }
   }
 
+  TrieStrategy(const TrieOptions& o, std::shared_ptr<Shared> sh)
+      : opt_(o), mode_(parse_trie_mode(o.mode)), sh_(std::move(sh)), trie_(sh_->trie), state_(sh_->state),
+        loaded_nodes_(sh_->loaded_nodes), next_request_(sh_->next_request) {}
+
   std::string name() const override { return "trie"; }
+  std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<TrieStrategy>(opt_, sh_); }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
     if (active_) {  // the previous request never ended: drop its prompt frequency, keep what it inserted
@@ -139,13 +152,16 @@ class TrieStrategy : public Strategy {
 
   TrieOptions opt_;
   TrieMode mode_;
-  TokenTrie trie_;
-  StateCheckpoint state_;
+  std::shared_ptr<Shared> sh_;
+  TokenTrie& trie_;
+  StateCheckpoint& state_;
+  size_t& loaded_nodes_;
+  int64_t& next_request_;
   TrieDraft draft_;
   std::vector<int32_t> window_;
   bool active_ = false;
-  int64_t request_ = -1, next_request_ = 0;
-  size_t prompt_len_ = 0, next_window_ = 0, loaded_nodes_ = 0;
+  int64_t request_ = -1;
+  size_t prompt_len_ = 0, next_window_ = 0;
   uint64_t requests_ = 0, steps_ = 0, draft_nodes_ = 0, accepted_ = 0;
 };
 

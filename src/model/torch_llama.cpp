@@ -167,6 +167,42 @@ class TorchLlama final : public StepModel {
     return out;
   }
 
+  // The CPU kernels run every item's rows in one forward (CpuForward segments, each over its own replica's cache);
+  // other paths (ATen reference, CUDA, models that are not forks of this one) run one forward per item.
+  void forward_batch(const BatchItem* items, int n) override {
+    bool together = cpu_ != nullptr && n > 1;
+    for (int i = 0; i < n && together; ++i) {
+      const auto* m = dynamic_cast<const TorchLlama*>(items[i].model);
+      together = m != nullptr && m->w_ == w_ && m->cpu_ != nullptr;
+    }
+    if (!together) return StepModel::forward_batch(items, n);
+    c10::InferenceMode ng;
+    segs_.resize(n);  // capacity kept: no allocation once the largest batch has run
+    for (int i = 0; i < n; ++i) {
+      auto* m = static_cast<TorchLlama*>(items[i].model);
+      check_step(*items[i].in, w_->cfg);
+      const int T = static_cast<int>(items[i].in->tokens.size());
+      if (m->len_ + T > m->cache_.capacity()) m->alloc_cache(m->grown_capacity(m->len_ + T), /*keep=*/m->len_);
+      m->step_len_ = T;
+      segs_[i] = CpuSegment{items[i].in, &m->cpu_->cache(), m->len_};
+    }
+    const float* lg = cpu_->run(segs_.data(), n);
+    for (int i = 0, row = 0; i < n; ++i) {
+      const int T = static_cast<int>(items[i].in->tokens.size());
+      std::vector<int32_t>& out = *items[i].out;
+      out.resize(T);
+      if (items[i].sp->greedy()) {
+        cpu_->argmax(T, out.data(), row);
+      } else {
+        const at::Tensor logits =
+            at::from_blob(const_cast<float*>(lg) + size_t(row) * w_->cfg.vocab, {T, w_->cfg.vocab}, at::kFloat);
+        out = to_host_ids(sample_tokens(logits, items[i].in->positions, *items[i].sp));
+      }
+      if (items[i].logits) items[i].logits->assign(lg + size_t(row) * w_->cfg.vocab, lg + size_t(row + T) * w_->cfg.vocab);
+      row += T;
+    }
+  }
+
   void commit(const std::vector<int32_t>& idx) override {
     if (idx.empty()) return;
     const int m = static_cast<int>(idx.size());
@@ -199,6 +235,10 @@ class TorchLlama final : public StepModel {
     }
     len_ += m;
     step_len_ = 0;
+  }
+
+  void reserve_cache(int rows) override {
+    if (len_ == 0 && rows > 0 && rows != cache_.capacity()) alloc_cache(std::min(rows, w_->cfg.max_positions + 256));
   }
 
   void truncate(int len) override {
@@ -286,6 +326,7 @@ class TorchLlama final : public StepModel {
   std::string selfcheck_note_;
   std::shared_ptr<const CpuModelView> cpu_weights_;  // packed once, shared with forks
   std::unique_ptr<CpuForward> cpu_;
+  std::vector<CpuSegment> segs_;  // forward_batch's segments, reused
 #ifdef LOOKAHEAD_WITH_CUDA
   std::unique_ptr<CudaForward> cf_;
 #endif

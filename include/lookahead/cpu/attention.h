@@ -46,10 +46,26 @@ struct AttentionScratch {
   void reserve(int threads, int group, int max_keys);
 };
 
+// One sequence's part of a batched step (several requests in one forward): its layer cache, its L committed rows,
+// its T step rows at rows row0 .. row0+T-1 of q and out, its parents (relative to the segment, < t or -1) and
+// positions. Each row attends to its own segment's cache and ancestors only, with the keys and order above: a
+// row's output is the same bits whatever the other segments are (batch invariance across requests).
+struct AttentionSegment {
+  KvLayer kv;
+  int L = 0;
+  int row0 = 0;
+  int T = 0;
+  const int32_t* parents = nullptr;
+  const int32_t* positions = nullptr;  // read only with a window
+};
+
 // out[t][h * D + d] for the T step tokens: q [T, heads * D] (ldq floats per row), parents as in StepInput, the
 // step's rows at cache rows L .. L+T-1; positions [T] of the step tokens (read only with a window).
 void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
                     const KvLayer& kv, int L, const int32_t* parents, int T, float* out, int ldo,
                     const int32_t* positions = nullptr);
+// The same over several segments in one parallel region (scratch reserved for the largest L + T).
+void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
+                    const AttentionSegment* segs, int nseg, float* out, int ldo);
 
 }  // namespace la

@@ -60,6 +60,20 @@ struct CpuModelView {
   const float* rope_sin_local = nullptr;
 };
 
+// A KV cache as the kernels see it: per layer [capacity, kv_heads, head_dim] of the model's type.
+struct CpuCache {
+  std::vector<void*> k, v;
+  int capacity = 0;
+};
+
+// One sequence of a batched step: its step (parents relative to it), its cache and committed rows. Its rows follow
+// the previous segment's in the forward's activations and logits.
+struct CpuSegment {
+  const StepInput* in = nullptr;
+  const CpuCache* cache = nullptr;
+  int L = 0;
+};
+
 class CpuForward {
  public:
   // Why these kernels cannot serve the model ("" when they can).
@@ -70,11 +84,17 @@ class CpuForward {
 
   // The cache: per layer [capacity, kv_heads, head_dim] of the model's type (call again after reallocating).
   void set_cache(const std::vector<void*>& k, const std::vector<void*>& v, int capacity);
+  const CpuCache& cache() const { return cache_; }
   // Runs the step on L committed rows (writes K/V rows L .. L+T-1; the caller guarantees capacity) and returns the
   // [T, vocab] fp32 logits, valid until the next run. Buffers grow to the largest step seen, never shrink.
   const float* run(const StepInput& in, int L);
-  // Per-row argmax of the last run's logits (lowest index on ties, as ATen's argmax).
-  void argmax(int T, int32_t* out) const;
+  // Several sequences (requests) in one forward: every GEMM runs over all their rows at once, each row's
+  // attention reads its own segment's cache and ancestors. Returns the [sum T, vocab] logits, segment by segment.
+  // A row's logits are the same bits as in a forward of its segment alone (the kernels' reduction orders never
+  // depend on the rows beside it).
+  const float* run(const CpuSegment* segs, int n);
+  // Per-row argmax of rows row0 .. row0+T-1 of the last run's logits (lowest index on ties, as ATen's argmax).
+  void argmax(int T, int32_t* out, int row0 = 0) const;
   // Commit in place: rows L + idx[j] -> L + j of every layer (idx strictly increasing with idx[j] >= j).
   void commit_rows(const std::vector<int32_t>& idx, int L);
 
@@ -83,7 +103,7 @@ class CpuForward {
 
  private:
   void grow(int T, int keys);
-  void layer(int l, const StepInput& in, int T, int L);
+  void layer(int l, const CpuSegment* segs, int n, int T);
 
   ModelConfig cfg_;
   CpuModelView w_;
@@ -91,9 +111,11 @@ class CpuForward {
   std::vector<float> ln1_, ln2_, bqkv_, bo_, norm_;  // per layer, widened to fp32 (small); Gemma: 1 + w
   std::vector<float> qn_, kn_, pre_ff_, post_ff_;     // the same for the optional norms (empty when absent)
   float embed_scale_ = 1.f;                           // Gemma: sqrt(hidden) rounded to the dtype
-  std::vector<void*> kc_, vc_;
-  int capacity_ = 0, rows_ = 0;
-  std::vector<float> x_, h_, a_, qkv_, att_, gu_, act_, logits_;  // a_: a branch's output before its sandwich norm
+  CpuCache cache_;
+  int rows_ = 0;
+  std::vector<int32_t> positions_;      // the step's positions, segment after segment
+  std::vector<AttentionSegment> att_;  // per segment, its layer's cache set per layer
+  std::vector<float> x_, h_, a_, qkv_, attn_, gu_, act_, logits_;  // a_: a branch's output before its sandwich norm
   AttentionScratch att_scratch_;
 };
 

@@ -73,6 +73,10 @@ class DraftController {
  public:
   // `strategy` and `cost` must outlive the controller.
   DraftController(Strategy& strategy, const StepCostModel& cost, AdaptiveOptions opt = {});
+  // Batched steps (batch_runner.h): the rest of the coming step holds `other_rows` rows of other requests that
+  // yield `other_tokens` tokens. The budget is then chosen for the step's tokens per second as a whole: a draft
+  // pays when its expected extra tokens beat the marginal cost of its rows at that step size. (0, 0): alone.
+  void set_batch(double other_rows, double other_tokens) { other_rows_ = other_rows; other_tokens_ = other_tokens; }
   // Chooses the budget of the next step (whose context class the strategy gave) and sets it on the strategy.
   int choose(int context = 0);
   // The step planned after the last choose(): the plan run and its verdict (as verified, before eos/length cuts),
@@ -117,6 +121,7 @@ class DraftController {
   std::vector<uint8_t> host_seen_;
   int level_ = 0;
   bool probe_ = false;
+  double other_rows_ = 0, other_tokens_ = 0;  // set_batch()
   std::vector<int64_t> since_probe_;  // per context class
   std::vector<int> class_warm_;       // per context class: warm-up drafts planned (size hints only)
   std::vector<int> class_probes_;     // per context class: probes made (a young class probes sooner)

@@ -41,6 +41,23 @@ class LocalExecutor : public StepExecutor {
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override {}
   void set_cost_model(StepCostModel* cost) override { cost_ = cost; }
+
+  // ---- Batched steps (batch_runner.h): the same step split around a forward the caller runs for many replicas.
+  // begin() without the prefill: the prompt (all but its last token) is fed later, by prefill chunks or as the
+  // first step's pending chain.
+  void begin_deferred(const std::vector<int32_t>& prompt, const SampleParams& sp);
+  // Prompt tokens not yet in the cache (the root excluded).
+  int prefill_left(const std::vector<int32_t>& seq) const;
+  // A chain of the next min(max_tokens, prefill_left) prompt tokens, to be run and then committed whole by
+  // commit_prefill().
+  const StepInput& stage_prefill(const std::vector<int32_t>& seq, int max_tokens);
+  void commit_prefill();
+  // run() in two halves: the step's input (pending chain + plan), then, given the forward's results for it,
+  // every plan node's result.
+  const StepInput& stage(const std::vector<int32_t>& seq, const StepPlan& plan);
+  void collect(const std::vector<int32_t>& out, std::vector<int32_t>& results) const;
+  const SampleParams& sample_params() const { return sp_; }
+  std::vector<int32_t>& forward_out() { return out_; }  // a buffer for the batch's results of this replica
   // Number of step tokens of the last forward (pending chain + plan nodes).
   int last_step_tokens() const { return last_tokens_; }
   StepModel& model() { return model_; }
@@ -49,6 +66,7 @@ class LocalExecutor : public StepExecutor {
   StepModel& model_;
   SampleParams sp_;
   StepInput in_;              // the step's input, reused (capacity kept) across steps
+  std::vector<int32_t> out_;  // the forward's results in batched steps, reused
   std::vector<int32_t> idx_;  // commit indices, reused
   int pending_ = 0;      // pending chain length in the last forward (root included)
   int plan_nodes_ = 0;   // plan size of the last forward

@@ -50,5 +50,7 @@ class Generator {
 
 // Checks that a prompt and a new-token budget fit the context; throws a clear la::Error otherwise.
 void check_fits(const ModelConfig& cfg, size_t prompt_tokens, int max_new_tokens);
+// check_fits, and every prompt id inside the vocabulary.
+void check_prompt(const ModelConfig& cfg, const std::vector<int32_t>& prompt, int max_new_tokens);
 
 }  // namespace la

@@ -9,6 +9,7 @@
 // capacity across steps and requests, so a step allocates nothing once they have held the largest step.
 // No libtorch.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -59,6 +60,14 @@ class StepRunner {
   void begin(const std::vector<int32_t>& prompt, const SampleParams& sp, const StepLimits& limits);
   // Runs one step (the request must not be done()); returns the number of tokens appended to seq().
   int step();
+  // The same step in phases, for the batch loop (batch_runner.h) that runs many requests' forwards as one:
+  // begin_state() is begin() without the executor's part (the caller began its executor), plan_step() chooses
+  // the budget and plans, the caller fills results() for the plan (the forward), finish_step() verifies,
+  // updates, appends, commits and observes. step() is plan_step(), exec.run(), finish_step(): one pipeline.
+  void begin_state(const std::vector<int32_t>& prompt, const StepLimits& limits);
+  void plan_step();
+  int finish_step();
+  std::vector<int32_t>& results_buffer() { return results_; }
   // The request ends: strategy.end_request(seq()) and executor.end().
   void end();
 
@@ -97,6 +106,8 @@ class StepRunner {
   std::vector<int32_t> results_;
   Verdict verdict_;
   std::vector<int32_t> path_;  // the accepted path cut to the tokens kept
+  std::chrono::steady_clock::time_point t0_, t1_;  // the step's start and the end of its planning
+  double h0_ = 0, h1_ = 0;                         // the same on the cost model's clock
 };
 
 }  // namespace la

@@ -30,6 +30,12 @@ class Strategy {
   // changed since the last write; atomic (state_checkpoint.h). The driver calls it after every finished request,
   // on a stop signal and at the end: a killed job loses at most the request in flight.
   virtual void checkpoint() {}
+  // A strategy for another request decoded at the same time (a batch: decode/batch_runner.h). It has its own
+  // per-request state (LADE's window, the request's suffix tree, prompt lookup's index) and shares this one's
+  // global state (the trie, the global suffix tree, the n-gram and phrase pools), so every request of the batch
+  // drafts from, and teaches, one state; checkpoint() on any of them saves it. `slot` seeds its randomness.
+  // nullptr: the strategy cannot serve a batch.
+  virtual std::unique_ptr<Strategy> spawn(int slot) { (void)slot; return nullptr; }
   // Strategy-specific counters for stats (e.g. pool size).
   virtual std::map<std::string, double> counters() const { return {}; }
 

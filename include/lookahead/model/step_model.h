@@ -38,6 +38,17 @@ struct SampleParams {
 };
 
 class StepModel;
+
+// One request's part of a batched step (StepModel::forward_batch): a replica of the model with its own KV cache
+// (the model itself or a fork() of it), the step on top of that cache, its sampling parameters, and its results.
+struct BatchItem {
+  StepModel* model = nullptr;
+  const StepInput* in = nullptr;
+  const SampleParams* sp = nullptr;
+  std::vector<int32_t>* out = nullptr;  // resized to the step's tokens: the chosen next token after each
+  std::vector<float>* logits = nullptr;  // if non-null: the step's T*vocab fp32 logits (tests)
+};
+
 // Runs `tokens` as one chain after the committed cache and commits them all (prefill).
 void append_chain(StepModel& m, const std::vector<int32_t>& tokens);
 
@@ -54,8 +65,18 @@ class StepModel {
   // position-keyed sample, see SampleParams). If `logits` is non-null it receives T*vocab fp32 logits.
   virtual std::vector<int32_t> forward(const StepInput& step, const SampleParams& sp,
                                        std::vector<float>* logits = nullptr) = 0;
+  // Several replicas' steps as one forward where the backend can (the CPU kernels: every GEMM over all rows at
+  // once). Every item's model must be this model or a fork of it. Each item's results are exactly those of
+  // item.model->forward(*in, *sp) alone: the kernels are batch-invariant, so a request's tokens do not depend on
+  // its neighbours. Afterwards each item's model commits as after its own forward. Default: one forward each.
+  virtual void forward_batch(const BatchItem* items, int n) {
+    for (int i = 0; i < n; ++i) *items[i].out = items[i].model->forward(*items[i].in, *items[i].sp, items[i].logits);
+  }
   // Appends the K/V of the given tokens of the last step (indices into it, in order) to the cache.
   virtual void commit(const std::vector<int32_t>& step_indices) = 0;
+  // Sizes the KV cache for `rows` rows now (an empty cache only; a batch slot at admission), so that no step of
+  // the request grows it. Default: nothing (the cache grows on demand).
+  virtual void reserve_cache(int rows) { (void)rows; }
   // Drops committed tokens past `len`.
   virtual void truncate(int len) = 0;
   // Weight checksum (for cross-rank agreement checks).

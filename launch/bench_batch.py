@@ -1,0 +1,138 @@
+"""Body of launch/bench-batch.sh (its header says what it measures and how). Prints a table after every round."""
+import gzip, json, os, re, statistics, subprocess, sys, tempfile, time
+
+BIN, MODEL, SHARED = os.environ["LOOKAHEAD_BIN"], os.environ["MODEL"], os.environ["SHARED"]
+THREADS, N, ROUNDS, MAX_NEW = (int(os.environ[k]) for k in ("THREADS", "N", "ROUNDS", "MAX_NEW"))
+BATCHES = [int(b) for b in os.environ["BATCHES"].split(",") if b]
+SETS = [s for s in os.environ["SETS"].split(",") if s]
+DTYPE = {"f32": "fp32", "bf16": "bf16"}[os.environ["DTYPE"]]
+LLAMA_BIN, GGUF, CHART = os.environ.get("LLAMA_BIN", ""), os.environ.get("GGUF", ""), os.environ.get("CHART", "")
+ENGINES = [("plain", ["--strategy", "ar"]), ("draft", ["--strategy", "suffix"])]
+
+
+def load_set(name, d):
+    if name == "humaneval":
+        recs = [json.loads(l) for l in gzip.open(os.path.join(d, "humaneval/HumanEval.jsonl.gz"), "rt")]
+        return [{"id": r["task_id"], "prompt": r["prompt"]} for r in recs], False
+    if name == "gsm8k":
+        recs = [json.loads(l) for l in open(os.path.join(d, "gsm8k/test.jsonl"))]
+        return [{"id": f"gsm8k-{i}", "prompt": r["question"]} for i, r in enumerate(recs)], True
+    if name == "mt-bench":
+        recs = [json.loads(l) for l in open(os.path.join(d, "mt_bench/question.jsonl"))]
+        return [{"id": f"mt-{r['question_id']}", "prompt": r["turns"][0]} for r in recs], True
+    raise SystemExit(f"bench-batch: error: unknown set {name} (known: mt-bench, humaneval, gsm8k)")
+
+
+def ours(name, prompts, chat, batch, extra, tmp):
+    out = os.path.join(tmp, f"{name}-{batch}-{extra[1]}.jsonl")
+    cmd = [BIN, "generate", "--model", MODEL, "--input", prompts, "--output", out, "--overwrite", "--quiet",
+           "--max-new-tokens", str(MAX_NEW), "--threads", str(THREADS), "--dtype", DTYPE, "--batch", str(batch),
+           *(["--chat"] if chat else []), *extra]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{r.stderr}")
+    recs = [json.loads(l) for l in open(out)]
+    toks = sum(x["new_tokens"] for x in recs)
+    lat = sorted(x["seconds"] for x in recs)
+    ids = {json.dumps(x["id"]): x["ids"] for x in recs}
+    return {"tps": toks / wall, "p50": lat[len(lat) // 2], "p95": lat[min(len(lat) - 1, int(0.95 * len(lat)))],
+            "ids": ids, "prompt_tokens": statistics.mean(len(x["prompt_ids"]) for x in recs),
+            "new_tokens": statistics.mean(x["new_tokens"] for x in recs)}
+
+
+def llama(batch, npp, ntg):
+    cmd = [os.path.join(LLAMA_BIN, "llama-batched-bench"), "-m", GGUF, "-npp", str(npp), "-ntg", str(ntg),
+           "-npl", str(batch), "-t", str(THREADS), "-c", str((npp + ntg) * batch + 64)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    # |    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |
+    for line in r.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 10 and cells[2] == str(batch) and re.match(r"^[0-9.]+$", cells[7]):
+            tg_s = float(cells[6])
+            return {"tps": float(cells[7]), "p50": float(cells[8]), "p95": float(cells[8]), "tg_s": tg_s}
+    raise SystemExit(f"bench-batch: no result row in llama-batched-bench output:\n{r.stdout[-2000:]}")
+
+
+def spread(xs):
+    return f"{statistics.median(xs):.1f} [{min(xs):.1f}-{max(xs):.1f}]" if xs else "-"
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="bench-batch-")
+    d = os.path.join(SHARED, "datasets")
+    sets = {}
+    for s in SETS:
+        recs, chat = load_set(s, d)
+        path = os.path.join(tmp, f"{s}.jsonl")
+        with open(path, "w") as f:
+            for r in recs[:N]:
+                f.write(json.dumps(r) + "\n")
+        sets[s] = (path, chat)
+    print(f"# bench-batch: {os.path.basename(MODEL)} {DTYPE}, {THREADS} threads, {N} prompts per set, {MAX_NEW} new "
+          f"tokens, B = {BATCHES}, {ROUNDS} round(s); engine {BIN}; peer {LLAMA_BIN or 'none'}", flush=True)
+    res = {}  # (set, B, engine) -> [run dicts]
+    ref = {}  # set -> ids of plain decoding at --batch 1
+    mismatches = []
+    for rnd in range(ROUNDS):
+        for s, (path, chat) in sets.items():
+            for b in BATCHES:
+                for eng, extra in ENGINES:
+                    r = ours(s, path, chat, b, extra, tmp)
+                    if s not in ref and b == 1 and eng == "plain":
+                        ref[s] = r["ids"]
+                    if s in ref and r["ids"] != ref[s]:
+                        mismatches.append(f"{s} B={b} {eng}")
+                    res.setdefault((s, b, eng), []).append(r)
+                    res[(s, "lens")] = (round(r["prompt_tokens"]), max(1, round(r["new_tokens"])))
+                if LLAMA_BIN:
+                    npp, ntg = res[(s, "lens")]
+                    res.setdefault((s, b, "llama.cpp"), []).append(llama(b, npp, ntg))
+        report(res, sets, rnd + 1, mismatches)
+    if CHART:
+        chart(res, sets)
+
+
+def report(res, sets, rounds, mismatches):
+    print(f"\n## after round {rounds}: job tokens/s, median [min-max]; p50/p95 request latency (s, ours: service "
+          "time of each request from admission; llama.cpp: the batch's wall time)")
+    print("| set | B | ours plain | ours drafting (suffix) | llama.cpp batched | plain / llama.cpp | drafting / plain "
+          "| plain p50/p95 | drafting p50/p95 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for s in sets:
+        base = statistics.median(r["tps"] for r in res[(s, BATCHES[0], "plain")])
+        for b in BATCHES:
+            p = [r["tps"] for r in res[(s, b, "plain")]]
+            dr = [r["tps"] for r in res[(s, b, "draft")]]
+            ll = [r["tps"] for r in res.get((s, b, "llama.cpp"), [])]
+            ratio = [x / y for x, y in zip(p, ll)] if ll else []
+            dratio = [x / y for x, y in zip(dr, p)]
+            lp = res[(s, b, "plain")][-1]
+            ld = res[(s, b, "draft")][-1]
+            print(f"| {s} | {b} | {spread(p)} | {spread(dr)} | {spread(ll)} | "
+                  f"{spread(ratio).replace('.0 [', ' [') if ratio else '-'} | {spread(dratio)} | "
+                  f"{lp['p50']:.1f}/{lp['p95']:.1f} | {ld['p50']:.1f}/{ld['p95']:.1f} |")
+        print(f"|  | x B=1 |  |  |  | plain at B={BATCHES[-1]}: "
+              f"{statistics.median(r['tps'] for r in res[(s, BATCHES[-1], 'plain')]) / base:.2f}x B={BATCHES[0]} |  |  |  |")
+    print("ids equal to plain decoding at --batch 1 in every row" if not mismatches else
+          "IDS DIFFER: " + ", ".join(mismatches), flush=True)
+
+
+def chart(res, sets):
+    lines = []
+    for s in sets:
+        for eng in ("plain", "draft", "llama.cpp"):
+            for b in BATCHES:
+                rs = res.get((s, b, eng))
+                if rs:
+                    lines.append(f"{s} {eng} {b} {statistics.median(r['tps'] for r in rs):.2f}")
+    table = os.path.join(tempfile.mkdtemp(), "batch.txt")
+    open(table, "w").write("\n".join(lines) + "\n")
+    subprocess.check_call([sys.executable, os.path.join(os.path.dirname(__file__), "plot.py"), "batch", table, CHART])
+
+
+if __name__ == "__main__":
+    main()

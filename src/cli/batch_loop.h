@@ -1,0 +1,35 @@
+// Rank 0's request loop with continuous batching (--batch N > 1): up to N requests in flight through one
+// BatchRunner (decode/batch_runner.h), every step one forward over all of them. The job guarantees are those of
+// the one-at-a-time loop (request_loop.h): a record per request as it finishes (in finishing order, each with its
+// id), the strategy's state checkpointed after every finished request, progress lines (with the requests in
+// flight), --resume skipping finished ids, and on SIGINT/SIGTERM no new request is admitted; each request in
+// flight is finished if it can be within --stop-grace at its own rate so far, else dropped (never written half),
+// so a resumed run redoes exactly the dropped ones. A request that could never fit the KV budget (--kv-memory) is
+// refused with one line naming it, and the job goes on.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "lookahead/decode/batch_runner.h"
+#include "lookahead/decode/cost_model.h"
+#include "lookahead/model/step_model.h"
+#include "request_loop.h"
+
+namespace la::cli {
+
+struct BatchSetup {
+  BatchOptions opt;
+  StepCostModel* cost = nullptr;  // adaptive drafting's cost model, or null
+  std::function<std::unique_ptr<DraftController>(Strategy&)> make_controller;  // null: fixed drafts
+};
+
+LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strategy& strategy,
+                                const BatchSetup& setup, JsonlOutput& out, BatchCounters* counters);
+
+// --batch auto: the number of requests in flight with the highest modelled job throughput B / f(B) over the
+// calibrated forward cost f (rows = requests, a plain step each), among 1, 2, 4, ..., 64, at most `prompts` and
+// what the KV budget holds; a doubling must gain at least 10% to be taken (latency grows with B). `line` receives
+// the modelled figures for the start-up line.
+int choose_batch(const ForwardCostModel& f, int prompts, int64_t kv_rows, int64_t rows_per_request, std::string& line);
+
+}  // namespace la::cli

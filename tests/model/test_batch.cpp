@@ -1,0 +1,263 @@
+// Continuous batching (decode/batch_runner.h) is exact: every request's ids in a batch equal decoding it alone,
+// whatever the batch size, the arrival order, the prompt chunking and the neighbours, for every strategy, in fp32,
+// bf16 and fp16, on 1 and 2 threads and both ISA paths, with fixed and adaptive drafts, greedy and sampled. And the
+// mechanism under it: a forward over several replicas' steps (StepModel::forward_batch, one GEMM over every row)
+// gives each step's logits the same bits as its forward alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "common.h"
+#include "lookahead/cpu/isa.h"
+#include "lookahead/decode/batch_runner.h"
+
+using namespace la;
+using namespace la::test;
+
+namespace {
+
+std::unique_ptr<StepModel> load(const std::string& model, const std::string& dtype, int threads = 1) {
+  LoadOptions o;
+  o.model = model;
+  o.dtype = dtype;
+  o.threads = threads;
+  return load_llama(o);
+}
+
+// The prompts through a BatchRunner, admitted in `order`, `slots` in flight; ids per prompt index.
+std::vector<std::vector<int32_t>> run_batch(StepModel& m, Strategy& s, const std::vector<std::vector<int32_t>>& ps,
+                                            const GenParams& gp, int slots, int chunk, std::vector<size_t> order,
+                                            StepCostModel* cost = nullptr, BatchCounters* bc = nullptr,
+                                            RequestStats* total = nullptr) {
+  BatchOptions bo;
+  bo.slots = slots;
+  bo.prefill_chunk = chunk;
+  std::function<std::unique_ptr<DraftController>(Strategy&)> make;
+  if (cost) make = [cost](Strategy& st) { return std::make_unique<DraftController>(st, *cost); };
+  BatchRunner br(m, s, m.config(), bo, cost, make);
+  std::vector<std::vector<int32_t>> out(ps.size());
+  size_t next = 0;
+  auto done = [&](int slot) {
+    const size_t i = size_t(br.tag(slot));
+    out[i].assign(br.runner(slot).seq().begin() + long(ps[i].size()), br.runner(slot).seq().end());
+    if (total) total->add(br.runner(slot).stats());
+    br.release(slot);
+  };
+  while (true) {
+    while (next < order.size() && br.fits_now(int(ps[order[next]].size()), gp.max_new_tokens)) {
+      const size_t i = order[next++];
+      SampleParams sp = gp.sample;
+      sp.stream = i;
+      const int slot = br.add(int64_t(i), ps[i], sp, StepLimits{m.config().max_positions, gp.max_new_tokens, true});
+      if (br.runner(slot).done()) done(slot);
+    }
+    if (br.active() == 0) break;
+    br.step();
+    for (int slot : br.finished()) done(slot);
+  }
+  if (bc) *bc = br.counters();
+  return out;
+}
+
+std::vector<size_t> shuffled(size_t n, unsigned seed) {
+  std::vector<size_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i;
+  std::mt19937 rng(seed);
+  std::shuffle(v.begin(), v.end(), rng);
+  return v;
+}
+
+std::vector<StrategyOptions> every_strategy() {
+  std::vector<StrategyOptions> v;
+  for (const char* n : {"ar", "jacobi", "lade", "trie", "prompt-lookup", "suffix", "ouroboros"}) {
+    StrategyOptions o;
+    o.name = n;
+    if (o.name == "lade") o.lade.pool_from_prompt = true;
+    if (o.name == "ouroboros") o.ouroboros.draft_model = llama2xs();
+    v.push_back(o);
+  }
+  return v;
+}
+
+std::unique_ptr<Strategy> make(const StrategyOptions& o, std::unique_ptr<StepModel>& draft, const std::string& dtype) {
+  if (o.name == "ouroboros" && !draft) draft = load(llama2xs(), dtype);
+  return make_strategy(o, o.name == "ouroboros" ? draft.get() : nullptr);
+}
+
+// A random tree of T tokens at depth-based positions after L cache rows.
+StepInput random_tree(int T, int L, int V, std::mt19937& rng) {
+  StepInput s;
+  for (int i = 0; i < T; ++i) {
+    s.parents.push_back(i == 0 ? -1 : (rng() % 4 == 0 ? int(rng() % i) : i - 1));
+    s.tokens.push_back(int32_t(rng() % V));
+    int depth = 0;
+    for (int a = s.parents[i]; a >= 0; a = s.parents[a]) ++depth;
+    s.positions.push_back(L + depth);
+  }
+  return s;
+}
+
+}  // namespace
+
+// The mechanism: replicas with caches of different lengths, steps of different shapes (a chain, trees, one token),
+// all in one forward_batch; every item's logits are memcmp-equal to its forward alone, in every dtype, on 1 and 2
+// threads. A kernel whose reduction order followed the number of rows in the forward would fail here.
+TEST(BatchForward, EveryItemsLogitsAreTheBitsOfItsForwardAlone) {
+  for (const std::string& model : {stories(), std::string("random:tiny-gqa-bias:4"), std::string("random:tiny-gemma2:3")})
+    for (const char* dtype : {"fp32", "bf16", "fp16"})
+      for (int threads : {1, 2}) {
+        auto base = load(model, dtype, threads);
+        const int V = base->config().vocab;
+        std::mt19937 rng(7);
+        std::vector<std::unique_ptr<StepModel>> solo, batched;
+        std::vector<StepInput> steps;
+        const int shapes[][2] = {{3, 1}, {17, 9}, {0, 24}, {40, 5}, {9, 1}, {28, 13}};  // {cache length, step rows}
+        for (auto [L, T] : shapes) {
+          solo.push_back(base->fork());
+          batched.push_back(base->fork());
+          std::vector<int32_t> ctx(L);
+          for (auto& x : ctx) x = int32_t(rng() % V);
+          append_chain(*solo.back(), ctx);
+          append_chain(*batched.back(), ctx);
+          steps.push_back(random_tree(T, L, V, rng));
+        }
+        const int n = static_cast<int>(steps.size());
+        std::vector<std::vector<int32_t>> out(n);
+        std::vector<std::vector<float>> lg(n);
+        std::vector<BatchItem> items;
+        const SampleParams sp;
+        for (int i = 0; i < n; ++i) items.push_back(BatchItem{batched[i].get(), &steps[i], &sp, &out[i], &lg[i]});
+        base->forward_batch(items.data(), n);
+        for (int i = 0; i < n; ++i) {
+          std::vector<float> alone;
+          const auto ids = solo[i]->forward(steps[i], sp, &alone);
+          ASSERT_EQ(ids, out[i]) << model << " " << dtype << " threads " << threads << " item " << i;
+          ASSERT_EQ(alone.size(), lg[i].size());
+          ASSERT_EQ(0, std::memcmp(alone.data(), lg[i].data(), alone.size() * sizeof(float)))
+              << model << " " << dtype << " threads " << threads << " item " << i << ": logits differ in a batch";
+        }
+      }
+}
+
+// Every strategy, every dtype: each request's ids in batches of 3 and 8 (shuffled arrival, prompts fed in chunks
+// of 5 between the others' steps) equal decoding it alone with plain greedy decoding.
+TEST(Batch, EveryStrategyAndDtypeEqualsDecodingAlone) {
+  for (const char* dtype : {"fp32", "bf16", "fp16"}) {
+    auto m = load(stories(), dtype);
+    auto ps = prompt_ids(8, m->config().vocab);  // 8 stories + 3 repetitive texts
+    GenParams gp;
+    gp.max_new_tokens = 40;
+    auto ar = make_ar_strategy();
+    const auto want = run_all(*m, *ar, ps, gp);
+    std::unique_ptr<StepModel> draft;
+    for (const auto& o : every_strategy())
+      for (int slots : {3, 8}) {
+        auto s = make(o, draft, dtype);
+        const auto got = run_batch(*m, *s, ps, gp, slots, 5, shuffled(ps.size(), unsigned(slots)));
+        for (size_t i = 0; i < ps.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << dtype << " " << o.name << " batch " << slots << " prompt " << i;
+      }
+  }
+}
+
+// Adaptive drafting in a batch (one cost model, a controller per request told the rest of the step): exact under
+// the calibrated cost and the two extremes; a flat cost drafts, a steep one keeps every request plain.
+TEST(Batch, AdaptiveDraftingInABatchEqualsDecodingAlone) {
+  auto m = load(stories(), "fp32");
+  auto ps = prompt_ids(8, m->config().vocab);
+  GenParams gp;
+  gp.max_new_tokens = 40;
+  auto ar = make_ar_strategy();
+  const auto want = run_all(*m, *ar, ps, gp);
+  std::unique_ptr<StepModel> draft;
+  for (const auto& o : every_strategy()) {
+    if (o.name == "ar") continue;
+    for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
+      auto s = make(o, draft, "fp32");
+      StepCostModel cost = cost_shape(*m, *s, shape);
+      BatchCounters bc;
+      RequestStats st;
+      const auto got = run_batch(*m, *s, ps, gp, 4, 64, shuffled(ps.size(), 3), &cost, &bc, &st);
+      for (size_t i = 0; i < ps.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << o.name << " shape " << int(shape) << " prompt " << i;
+      if (shape == CostShape::Flat) { EXPECT_GT(bc.draft_rows, 0) << o.name; }
+      if (shape == CostShape::Steep) { EXPECT_EQ(st.budgets.plain_steps, st.steps) << o.name; }
+    }
+  }
+}
+
+// Sampling is keyed by request stream and position: a batch draws each request's tokens as decoding it alone.
+TEST(Batch, SampledRequestsEqualDecodingAlone) {
+  auto m = load(stories(), "fp32");
+  auto ps = prompt_ids(6, m->config().vocab);
+  GenParams gp;
+  gp.max_new_tokens = 40;
+  gp.sample.temperature = 0.8f;
+  gp.sample.top_p = 0.9f;
+  gp.sample.seed = 11;
+  std::unique_ptr<StepModel> draft;
+  for (const auto& o : every_strategy()) {
+    auto alone = make(o, draft, "fp32");
+    const auto want = run_all(*m, *alone, ps, gp);
+    auto s = make(o, draft, "fp32");
+    const auto got = run_batch(*m, *s, ps, gp, 4, 7, shuffled(ps.size(), 5));
+    for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(got[i], want[i]) << o.name << " prompt " << i;
+  }
+}
+
+// Two threads, both ISA paths: batched ids equal plain decoding alone on one thread with the detected path.
+TEST(Batch, ThreadsAndIsaPathsDoNotChangeTokens) {
+  auto ref = load(stories(), "bf16", 1);
+  auto ps = prompt_ids(8, ref->config().vocab);
+  GenParams gp;
+  gp.max_new_tokens = 32;
+  auto ar = make_ar_strategy();
+  const auto want = run_all(*ref, *ar, ps, gp);
+  const CpuIsa detected = detected_cpu_isa();
+  for (CpuIsa isa : {CpuIsa::Portable, detected}) {
+    set_cpu_isa(isa);
+    auto m = load(stories(), "bf16", 2);
+    StrategyOptions o;
+    o.name = "suffix";
+    auto s = make_strategy(o);
+    const auto got = run_batch(*m, *s, ps, gp, 5, 4, shuffled(ps.size(), 9));
+    for (size_t i = 0; i < ps.size(); ++i) ASSERT_EQ(got[i], want[i]) << cpu_isa_name(isa) << " prompt " << i;
+  }
+  set_cpu_isa(detected);
+}
+
+// The KV budget: a request waits while the others hold the rows (at most as many in flight as fit).
+TEST(Batch, KvBudgetBoundsRequestsInFlight) {
+  auto m = load(stories(), "fp32");
+  auto ps = prompt_ids(8, m->config().vocab);
+  GenParams gp;
+  gp.max_new_tokens = 30;
+  auto ar = make_ar_strategy();
+  BatchOptions bo;
+  bo.slots = 8;
+  bo.prefill_chunk = 16;
+  BatchRunner probe(*m, *ar, m->config(), bo, nullptr);
+  int64_t most = 0;
+  for (auto& p : ps) most = std::max(most, probe.rows_needed(int(p.size()), gp.max_new_tokens));
+  bo.kv_rows = 2 * most + 1;  // room for two of the largest requests
+  BatchRunner br(*m, *ar, m->config(), bo, nullptr);
+  size_t next = 0;
+  int done = 0;
+  while (done < int(ps.size())) {
+    while (next < ps.size() && br.fits_now(int(ps[next].size()), gp.max_new_tokens)) {
+      br.add(int64_t(next), ps[next], SampleParams{}, StepLimits{m->config().max_positions, gp.max_new_tokens, true});
+      ++next;
+    }
+    ASSERT_GT(br.active(), 0);
+    br.step();
+    for (int s : br.finished()) br.release(s), ++done;
+  }
+  EXPECT_GE(br.counters().max_active, 2);
+  EXPECT_LT(br.counters().max_active, 8);  // below the 8 slots: the rows bound it
+  BatchOptions tiny = bo;
+  tiny.kv_rows = 10;
+  BatchRunner none(*m, *ar, m->config(), tiny, nullptr);
+  EXPECT_FALSE(none.fits_ever(int(ps[0].size()), gp.max_new_tokens));
+}

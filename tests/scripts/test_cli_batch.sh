@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Continuous batching through the real binary: `generate --input --batch N` gives every request the ids of
+# decoding it alone (--batch 1) for every strategy, in bf16, sampled, with --batch auto (the choice printed), and
+# with prompts fed in small chunks; records carry every id once; the summary says how the step budget was spent; a
+# prompt that can never fit --kv-memory is refused by name while the others complete (non-zero exit); SIGTERM
+# mid-batch exits 143 with valid records and --resume completes exactly the uninterrupted records; bad values of
+# the new flags are one clear error each.
+# labels: cli
+# timeout: 600
+set -u
+BUILD=$1; SRC=$2; SHARED=$3
+BIN=$BUILD/lookahead
+M=$SHARED/models/stories260K
+D=$SHARED/models/llama2xs
+P=$SHARED/datasets/tinystories/prompts.jsonl
+export OMP_NUM_THREADS=1
+T=$(mktemp -d)
+JOB=""
+cleanup() { [ -n "$JOB" ] && kill -9 "$JOB" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+fails=0; n=0
+source "$SRC/tests/scripts/lib.sh"  # expect_error
+ok() { n=$((n+1)); echo "ok: $*"; }
+bad() { n=$((n+1)); fails=$((fails+1)); echo "FAIL: $*"; }
+head -n 14 "$P" > "$T/p.jsonl"
+printf '%s\n' '{"id": "rep1", "prompt": "The cat sat on the mat. The cat sat on the mat. The cat"}' \
+  '{"id": "rep2", "prompt": "one two three four five one two three four five one two"}' >> "$T/p.jsonl"
+NP=$(wc -l < "$T/p.jsonl")
+# by_id FILE: {id: ids} as one sorted line (records arrive in finishing order under --batch).
+by_id() { python3 -c "
+import json,sys
+r={json.dumps(json.loads(l)['id']): json.loads(l)['ids'] for l in open(sys.argv[1])}
+print(len(r), sorted(r.items()))" "$1"; }
+run() { "$BIN" generate --model "$M" --input "$T/p.jsonl" --output "$T/$1.jsonl" --overwrite --max-new-tokens 48 \
+          --threads 1 "${@:2}" 2>"$T/$1.err"; }
+same() {  # same A B WHAT
+  if [ "$(by_id "$T/$1.jsonl")" == "$(by_id "$T/$2.jsonl")" ]; then ok "$3"; else bad "$3: ids differ"; fi
+}
+
+run ar --strategy ar --batch 1 || bad "plain --batch 1 failed"
+for s in ar jacobi lade trie prompt-lookup suffix ouroboros; do
+  extra=(); [ $s = ouroboros ] && extra=(--draft-model "$D")
+  run "b_$s" --strategy $s --batch 4 --prefill-chunk 7 "${extra[@]}" || bad "$s --batch 4 failed: $(tail -1 "$T/b_$s.err")"
+  same "b_$s" ar "$s --batch 4 equals plain decoding alone"
+done
+grep -q "batch 4: .* forwards, .* rows each" "$T/b_trie.err" && ok "summary line: $(grep 'batch 4:' "$T/b_trie.err")" \
+  || bad "no batch summary line"
+
+run auto --strategy suffix || bad "--batch auto failed"
+same auto ar "--batch auto equals plain decoding"
+grep -q "batch [0-9]* (auto; modelled plain tokens/s" "$T/auto.err" && ok "auto: $(grep '(auto;' "$T/auto.err")" \
+  || bad "--batch auto printed no choice"
+
+run bf1 --strategy ar --batch 1 --dtype bf16 || bad "bf16 --batch 1 failed"
+run bf6 --strategy trie --batch 6 --dtype bf16 --prefill-chunk 3 || bad "bf16 --batch 6 failed"
+same bf6 bf1 "bf16: trie --batch 6 equals plain --batch 1"
+
+run s1 --strategy lade --batch 1 --temperature 0.8 --top-p 0.9 --seed 5 || bad "sampled --batch 1 failed"
+run s5 --strategy lade --batch 5 --temperature 0.8 --top-p 0.9 --seed 5 || bad "sampled --batch 5 failed"
+same s5 s1 "sampled: --batch 5 equals --batch 1 (per-request streams)"
+
+# A prompt that can never fit the KV budget is refused by name; the job goes on, then exits non-zero.
+python3 -c "
+import json
+print(json.dumps({'id': 'long', 'prompt': 'Once upon a time ' * 60}))
+for i in range(3): print(json.dumps({'id': f's{i}', 'prompt': 'Once upon a time'}))" > "$T/kv.jsonl"
+"$BIN" generate --model "$M" --input "$T/kv.jsonl" --output "$T/kv.out" --overwrite --max-new-tokens 16 --batch 2 \
+  --kv-memory 200K 2>"$T/kv.err"; rc=$?
+if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q 'prompt "long" needs .* KV cache rows' "$T/kv.err" \
+   && [ "$(wc -l < "$T/kv.out")" = 3 ]; then ok "refused: $(grep 'prompt "long"' "$T/kv.err" | head -c 150)"
+else bad "kv refusal: rc=$rc, records $(wc -l < "$T/kv.out")"; cat "$T/kv.err"; fi
+
+# SIGTERM mid-batch: 143, valid records, then --resume completes to the uninterrupted records.
+head -n 60 "$P" > "$T/long.jsonl"
+G=(generate --model "$M" --input "$T/long.jsonl" --max-new-tokens 200 --strategy trie --adaptive off --threads 1
+   --batch 6 --quiet)
+"$BIN" "${G[@]}" --output "$T/ref.jsonl" 2>/dev/null || bad "reference run failed"
+"$BIN" "${G[@]}" --output "$T/cut.jsonl" 2>"$T/cut.err" & JOB=$!
+for _ in $(seq 200); do [ "$(cat "$T/cut.jsonl" 2>/dev/null | wc -l)" -ge 5 ] && break; sleep 0.05; done
+kill -TERM $JOB; wait $JOB; rc=$?; JOB=""
+got=$(wc -l < "$T/cut.jsonl")
+if [ $rc = 143 ] && [ "$got" -lt 60 ]; then ok "SIGTERM mid-batch: 143 after $got records"
+else bad "SIGTERM: rc=$rc with $got records"; fi
+python3 -c "
+import json,sys
+data=open(sys.argv[1],'rb').read(); assert data.endswith(b'\n')
+ids=[json.dumps(json.loads(l)['id']) for l in data.decode().splitlines()]; assert len(ids)==len(set(ids))" "$T/cut.jsonl" \
+  && ok "records valid after SIGTERM" || bad "records corrupt after SIGTERM"
+"$BIN" "${G[@]}" --output "$T/cut.jsonl" --resume 2>/dev/null || bad "--resume failed"
+same cut ref "--resume after SIGTERM completes to the uninterrupted records"
+
+expect_error "--batch" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --batch 0
+expect_error "--batch" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --batch many
+expect_error "--prefill-chunk" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --prefill-chunk 0
+expect_error "--kv-memory" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --kv-memory 12X
+expect_error "--kv-memory" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --kv-memory -5
+echo "test_cli_batch: $((n - fails))/$n passed"
+[ "$fails" -eq 0 ]
