@@ -26,7 +26,7 @@ int choose_batch(const ForwardCostModel& f, int prompts, int64_t kv_rows, int64_
     const double rate = b / f.seconds(b);
     std::snprintf(buf, sizeof buf, ", %d: %.0f", b, rate);
     line += buf;
-    if (rate < best_rate * 1.10) break;
+    if (rate < best_rate * 1.20) break;
     best = b;
     best_rate = rate;
   }

@@ -53,7 +53,7 @@ int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
 // number given, or auto: the throughput choice over a plain calibration of the forward (batch_loop.h).
 int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptRecord>& prompts,
                   const std::vector<char>& skip, StepModel& model, const Ranks& r) {
-  if (o.has_prompt) return 1;
+  if (o.has_prompt || o.simulate_ranks > 0) return 1;  // one stream, or the LP simulation (one request per step)
   LA_CHECK(ranks == 1 || o.batch_size <= 1, "--batch ", o.batch_size, " with lookahead parallelism over ", ranks,
            " ranks is not supported: each step's plan is split across the ranks; use --batch 1");
   if (ranks > 1) return 1;

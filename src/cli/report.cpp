@@ -93,7 +93,8 @@ json stats_json(const RequestStats& s) {
 
 json adaptive_json(const AdaptiveCounters& a) {
   json h = json::object();
-  for (auto& [b, n] : a.budget_hist) h[std::to_string(b)] = n;
+  for (auto& [b, n] : a.budget_hist)
+    if (n > 0) h[std::to_string(b)] = n;  // levels never chosen are kept at 0 so that choosing allocates nothing
   return {{"budget_hist", h}, {"steps", a.steps}, {"plain_steps", a.plain_steps},
           {"plain_fraction", a.steps ? double(a.plain_steps) / a.steps : 0.0}, {"probe_steps", a.probe_steps}};
 }

@@ -41,6 +41,7 @@ DraftController::DraftController(Strategy& strategy, const StepCostModel& cost, 
   ctx_steps_.assign(ctx_.size() * model_.levels(), 0);
   host_s_.assign(model_.levels(), 0.0);
   host_seen_.assign(model_.levels(), 0);
+  for (int b : model_.ladder()) counters_.budget_hist[b] = 0;  // every level's node now: choosing allocates nothing
 }
 
 double DraftController::host(int level) const {

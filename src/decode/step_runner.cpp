@@ -57,6 +57,7 @@ void StepRunner::begin_state(const std::vector<int32_t>& prompt, const StepLimit
   stats_.accept_hist.reserve(static_cast<size_t>(std::min(most - prompt_len_, 1024) + 2));
   strategy_.begin_request(prompt);
   if (!controller_) strategy_.set_draft_budget(-1);
+  else for (int b : controller_->ladder()) stats_.budgets.budget_hist[b] = 0;  // no map node allocated in a step
   done_ = limits.max_new == 0;
   if (done_) stats_.finish_reason = "length";
 }

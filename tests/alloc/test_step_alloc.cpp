@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lookahead/cpu/cpu_forward.h"
+#include "lookahead/decode/batch_runner.h"
 #include "lookahead/cpu/thread_pool.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
@@ -157,6 +158,67 @@ TEST(StepAllocations, AdaptiveStepsAllocateNothing) {
     o.name = name;
     expect_no_allocation(o, /*adaptive=*/true);
   }
+}
+
+// Batched steps (BatchRunner over oracle replicas, 4 requests in flight): as for one request above, the steps
+// between 150 and 350 generated tokens of every request in flight allocate nothing (a young request grows its
+// prompt-lookup index and its statistics, as it does alone), fixed and adaptive (one cost model, a controller per
+// slot); then 4 more requests reuse the slots and their steady steps allocate nothing either.
+TEST(StepAllocations, BatchedStepsAllocateNothing) {
+  const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
+  for (const char* name : {"lade", "trie", "prompt-lookup"})  // the strategies the one-request tests cover
+    for (bool adaptive : {false, true}) {
+      la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
+      bool paused = false;
+      m.set_scope([&](bool in_forward) {
+        if (in_forward) { paused = g_counting; g_counting = false; }
+        else g_counting = paused;
+      });
+      la::StrategyOptions o;
+      o.name = name;
+      auto s = la::make_strategy(o);
+      la::StepCostModel cost(la::ForwardCostModel(256, 1e-3));
+      la::BatchOptions bo;
+      bo.slots = 4;
+      bo.prefill_chunk = 8;
+      std::function<std::unique_ptr<la::DraftController>(la::Strategy&)> make;
+      if (adaptive) make = [&cost](la::Strategy& st) { return std::make_unique<la::DraftController>(st, cost); };
+      la::BatchRunner br(m, *s, m.config(), bo, adaptive ? &cost : nullptr, make);
+      const std::string label = std::string(name) + (adaptive ? " (adaptive)" : "");
+      for (int round = 0; round < 2; ++round) {
+        for (int r = 0; r < 4; ++r) {  // four requests of 400 tokens, prompts of different lengths
+          V prompt = {1};
+          for (int i = 0; i < 3 + r; ++i) prompt.insert(prompt.end(), cycle.begin(), cycle.end());
+          la::SampleParams sp;
+          sp.stream = uint64_t(4 * round + r);
+          br.add(4 * round + r, prompt, sp, la::StepLimits{1024, 400, true});
+        }
+        long allocs = 0;
+        int counted = 0, tokens = 0, drafted = 0;
+        while (br.active() > 0) {
+          int lo = 1 << 30, hi = 0;
+          for (int slot = 0; slot < br.slots(); ++slot)
+            if (br.busy(slot)) lo = std::min(lo, br.runner(slot).generated()), hi = std::max(hi, br.runner(slot).generated());
+          const bool count = lo >= 150 && hi < 350;
+          g_allocs = 0;
+          g_counting = count;
+          br.step();
+          g_counting = false;
+          if (count) allocs += g_allocs, ++counted;
+          for (int slot : br.finished()) {
+            drafted += br.runner(slot).stats().draft_tokens > 0;
+            tokens += br.runner(slot).generated();
+            br.release(slot);
+          }
+        }
+        EXPECT_EQ(tokens, 4 * 400) << label;
+        EXPECT_GT(counted, 5) << label;
+        EXPECT_EQ(drafted, 4) << label << ": the requests must draft for this test to mean anything";
+        EXPECT_EQ(allocs, 0) << label << " round " << round << ": " << allocs << " allocations in " << counted
+                             << " batched steps";
+        std::printf("batched %s, round %d: %ld allocations in %d steps\n", label.c_str(), round, allocs, counted);
+      }
+    }
 }
 
 // The CPU forward (src/cpu) on random weights with 2 pool threads: once its buffers have grown to the largest step,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,12 @@ class OracleModel : public StepModel {
   }
   uint64_t checksum() const override { return 0; }
   std::string describe() const override { return "oracle"; }
+  // A replica with the same rule and an empty cache (a batch slot); it reports to the same scope callback.
+  std::unique_ptr<StepModel> fork() const override {
+    auto m = std::make_unique<OracleModel>(cfg_.vocab, cfg_.max_positions, rule_, cfg_.eos_ids);
+    m->scope_ = scope_;
+    return m;
+  }
   int forwards() const { return forwards_; }
   // Called with true when a forward starts and false when it ends (the allocation test does not count the
   // model's own allocations: a real model's forward allocates tensors anyway).

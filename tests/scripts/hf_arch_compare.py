@@ -185,7 +185,8 @@ for name, (Cfg, Model, extra) in ARCHS.items():
         if r.returncode != 0:
             check(f"{name} generate {strategy}", False, r.stderr.strip())
             continue
-        got_ids = [json.loads(l)["ids"] for l in open(outp)]
+        recs = sorted((json.loads(l) for l in open(outp)), key=lambda r: r["id"])  # --batch: finishing order
+        got_ids = [r["ids"] for r in recs]
         check(f"{name} greedy {strategy} == transformers.generate", got_ids == want,
               "" if got_ids == want else f"\n  got  {got_ids}\n  want {want}")
     shutil.rmtree(d, ignore_errors=True)

@@ -40,7 +40,9 @@ PY
 NP=60
 head -n $NP "$P" > "$T/p.jsonl"
 # --adaptive off: every step carries the full draft, so the batch takes seconds and the kill lands mid-batch.
-G=(generate --model "$M" --max-new-tokens 48 --adaptive off --threads 1 --quiet)
+# --batch 1: the state after k finished requests is compared byte for byte with a run of those k requests; with
+# several requests in flight it also holds the branches the unfinished ones have generated so far.
+G=(generate --model "$M" --max-new-tokens 48 --adaptive off --threads 1 --quiet --batch 1)
 declare -A ARGS=(
   [trie]="--strategy trie --decoding-length 32 --trie-state"
   [suffix]="--strategy suffix --suffix-state"

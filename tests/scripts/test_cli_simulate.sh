@@ -15,7 +15,7 @@ for s in lade trie; do
   for k in 1 3; do
     "$BIN" generate --model "$SHARED/models/stories260K" --input "$T/p.jsonl" --output "$T/$s$k.jsonl" \
       --max-new-tokens 48 --strategy $s --simulate-ranks $k --collective-latency-us 20 --stats-json "$T/$s$k.json" -q
-    check "$s simulate-ranks $k ids == ar" "python3 -c \"import json,sys; a=[json.loads(l)['ids'] for l in open('$T/ar.jsonl')]; b=[json.loads(l)['ids'] for l in open('$T/$s$k.jsonl')]; sys.exit(a!=b)\""
+    check "$s simulate-ranks $k ids == ar" "python3 -c \"import json,sys; a=sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open('$T/ar.jsonl')); b=sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open('$T/$s$k.jsonl')); sys.exit(a!=b)\""
     check "$s simulate-ranks $k stats" "python3 -c \"import json,sys; s=json.load(open('$T/$s$k.json')); sys.exit(not ('simulation' in s and s['simulation']['ranks'] == $k and s['simulation']['modelled_tokens_per_s'] > 0))\""
   done
 done
@@ -27,7 +27,7 @@ for d in bf16 fp16; do
   for s in lade trie; do
     "$BIN" generate --model "$SHARED/models/stories260K" --input "$T/p.jsonl" --output "$T/${s}_$d.jsonl" \
       --max-new-tokens 48 --strategy $s --adaptive off --simulate-ranks 2 --dtype $d -q
-    check "$s $d simulate-ranks 2 ids == ar $d" "python3 -c \"import json,sys; a=[json.loads(l)['ids'] for l in open('$T/ar_$d.jsonl')]; b=[json.loads(l)['ids'] for l in open('$T/${s}_$d.jsonl')]; sys.exit(a!=b)\""
+    check "$s $d simulate-ranks 2 ids == ar $d" "python3 -c \"import json,sys; a=sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open('$T/ar_$d.jsonl')); b=sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open('$T/${s}_$d.jsonl')); sys.exit(a!=b)\""
   done
 done
 mkdir -p "$T/saved"

@@ -22,7 +22,7 @@ check "plain run exits 0 (rc=$rc)" "[ $rc -eq 0 ]"
 check "plain run: local communicator, MPI never initialised ($(comm_of "$T/ar.json"))" \
   "[ \"$(comm_of "$T/ar.json")\" = 'local False' ]"
 "${clean[@]}" "$BIN" "${args[@]}" --strategy lade --output "$T/lade.jsonl" --stats-json "$T/lade.json"
-check "lade on the local communicator: ids == ar" "python3 -c \"import json,sys; a=[json.loads(l)['ids'] for l in open('$T/ar.jsonl')]; b=[json.loads(l)['ids'] for l in open('$T/lade.jsonl')]; sys.exit(a!=b)\""
+check "lade on the local communicator: ids == ar" "python3 -c \"import json,sys; a=sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open('$T/ar.jsonl')); b=sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open('$T/lade.jsonl')); sys.exit(a!=b)\""
 check "lade: local communicator ($(comm_of "$T/lade.json"))" "[ \"$(comm_of "$T/lade.json")\" = 'local False' ]"
 # mpirun-only features give a clear error in a single process.
 "${clean[@]}" "$BIN" "${args[@]}" --comm nccl --output "$T/x.jsonl" 2>"$T/err"; rc=$?
@@ -36,7 +36,7 @@ if [ "$mpi_build" = True ] && command -v mpirun >/dev/null; then
     --stats-json "$T/m.json" >/dev/null 2>&1
   check "negative control: under mpirun -np 1 MPI is used ($(comm_of "$T/m.json" 2>/dev/null))" \
     "[ \"$(comm_of "$T/m.json" 2>/dev/null)\" = 'mpi True' ]"
-  check "mpirun -np 1 ids == plain" "cmp -s <(python3 -c \"import json; [print(json.loads(l)['ids']) for l in open('$T/ar.jsonl')]\") <(python3 -c \"import json; [print(json.loads(l)['ids']) for l in open('$T/m.jsonl')]\")"
+  check "mpirun -np 1 ids == plain" "cmp -s <(python3 -c \"import json; [print(x) for x in sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open('$T/ar.jsonl'))]\") <(python3 -c \"import json; [print(x) for x in sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open('$T/m.jsonl'))]\")"
 else
   echo "skip: negative control (no MPI in this build or no mpirun)"
 fi

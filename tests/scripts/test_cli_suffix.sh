@@ -13,7 +13,7 @@ fails=0; n=0
 source "$SRC/tests/scripts/lib.sh"  # expect_error
 printf '%s\n' '{"id": "a", "prompt": "Once upon a time, there was a little girl named Lily. She liked to play"}' \
   '{"id": "b", "prompt": "The cat sat on the mat. The cat sat on the mat. The cat"}' >"$T/p.jsonl"
-ids() { python3 -c "import json,sys; print([json.loads(l)['ids'] for l in open(sys.argv[1])])" "$1"; }
+ids() { python3 -c "import json,sys; print(sorted((json.dumps(json.loads(l)['id']), json.loads(l)['ids']) for l in open(sys.argv[1])))" "$1"; }
 run() { "$BIN" generate --model "$M" --input "$T/p.jsonl" --output "$T/$1.jsonl" --overwrite --max-new-tokens 60 --quiet "${@:2}"; }
 check() {  # check LABEL: same ids as plain decoding
   n=$((n+1))

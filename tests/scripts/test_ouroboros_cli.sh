@@ -16,7 +16,7 @@ bad() { n=$((n+1)); fails=$((fails+1)); echo "FAIL: $*"; }
 
 head -n 5 "$SHARED/datasets/tinystories/prompts.jsonl" >"$T/p.jsonl"
 G=(generate --quiet --model "$M" --input "$T/p.jsonl" --max-new-tokens 48 --threads 1)
-ids() { python3 -c 'import json,sys; [print(json.dumps([r["id"], r["ids"]])) for r in map(json.loads, open(sys.argv[1]))]' "$1"; }
+ids() { python3 -c 'import json,sys; [print(json.dumps([r["id"], r["ids"]])) for r in map(json.loads, open(sys.argv[1]))]' "$1" | sort; }
 
 "$BIN" "${G[@]}" --output "$T/ar.jsonl" --strategy ar || bad "ar run failed"
 for args in "" "--gamma 4 --extensions 5 --draft-window 5 --draft-ngram 3 --draft-guesses 5"; do
