@@ -80,7 +80,7 @@ def traces(lookahead, model, sets, out_dir, max_new, threads):
         return path
     new = os.path.join(out_dir, "traces.new.jsonl")
     cmd = [lookahead, "generate", "--model", model, "--input", inp, "--output", new, "--overwrite",
-           "--max-new-tokens", str(max_new), "--strategy", "prompt-lookup", "--quiet"]
+           "--max-new-tokens", str(max_new), "--strategy", "prompt-lookup", "--quiet", "--batch", "1"]
     if threads:
         cmd += ["--threads", str(threads)]
     subprocess.run(cmd, check=True)

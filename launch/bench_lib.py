@@ -47,10 +47,12 @@ def run(model, prompts, strategy, max_new, out_dir, extra=(), label=None):
     stats = os.path.join(out_dir, tag + ".stats.json")
     cmd = [BIN, "generate", "--model", model, "--input", prompts, "--output", out, "--overwrite",
            "--max-new-tokens", str(max_new),
-           "--strategy", strategy, "--stats-json", stats, "--quiet", *extra]
+           "--strategy", strategy, "--stats-json", stats, "--quiet",
+           *([] if "--batch" in extra else ["--batch", "1"]),  # one request at a time: per-request speeds
+           *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{r.stderr}")
     s = json.load(open(stats))
-    recs = [json.loads(l) for l in open(out)]
+    recs = sorted((json.loads(l) for l in open(out)), key=lambda r: json.dumps(r["id"]))  # --batch: finishing order
     return s, [r["ids"] for r in recs]

@@ -162,7 +162,7 @@ def run_ours(label, dtype, prompts, tmp):
     out, st = os.path.join(tmp, "ours.out.jsonl"), os.path.join(tmp, "ours.stats.json")
     cmd = [BIN, "generate", "--model", MODEL, "--input", inp, "--output", out, "--overwrite", "--quiet",
            "--max-new-tokens", str(MAX_NEW), "--strategy", strat, "--stats-json", st, "--threads", str(THREADS),
-           "--dtype", "bf16" if dtype == "bf16" else "fp32", *extra]
+           "--dtype", "bf16" if dtype == "bf16" else "fp32", "--batch", "1", *extra]  # one at a time, as the peer
     sh(cmd)
     a = json.load(open(st))["aggregate"]
     recs = sorted((json.loads(l) for l in open(out)), key=lambda r: int(r["id"]))

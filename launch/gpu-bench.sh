@@ -124,7 +124,7 @@ if want d; then
     for s in ar lade trie prompt-lookup; do
       "$LA" generate --model "$W/bf16" --tokenizer bytes --input "$W/prompts.jsonl" \
         --output "$W/la-$s.jsonl" --stats-json "$W/la-$s.json" --max-new-tokens 128 --device cuda --dtype bf16 \
-        --strategy "$s" -q
+        --strategy "$s" --batch 1 -q
       specs+=("lookahead-$s=$W/la-$s.json:$W/la-$s.jsonl")
     done
     $HF table --hf "$W/hf.json" --lookahead "${specs[@]}"

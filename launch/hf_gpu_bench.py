@@ -142,7 +142,7 @@ def cmd_table(a):
         name, files = spec.split("=", 1)
         stats, out = files.split(":", 1)
         s = json.load(open(stats))["aggregate"]
-        recs = [json.loads(l) for l in open(out)]
+        recs = sorted((json.loads(l) for l in open(out)), key=lambda r: json.dumps(r["id"]))  # finishing order
         ids = [r["ids"] for r in recs]  # the generated ids (the prompt is in "prompt_ids")
         rows.append((name, s["new_tokens"], s["seconds"], s["new_tokens"] / s["seconds"], s.get("compression"), ids))
     base = next((r for r in rows if r[0] == "hf-greedy"), rows[0])
@@ -165,8 +165,8 @@ def first_diff(a, b):
 
 
 def cmd_same_ids(a):
-    A = [json.loads(l) for l in open(a.a)]
-    B = [json.loads(l) for l in open(a.b)]
+    A = sorted((json.loads(l) for l in open(a.a)), key=lambda r: json.dumps(r["id"]))  # --batch: finishing order
+    B = sorted((json.loads(l) for l in open(a.b)), key=lambda r: json.dumps(r["id"]))
     ia, ib = [r["ids"] for r in A], [r["ids"] for r in B]
     if ia == ib:
         print(f"same ids ({len(ia)} records)")

@@ -78,7 +78,7 @@ def run_strategy(strategy, extra):
     out = os.path.join(tmp, f"out-{strategy}-{len(extra)}.jsonl")
     lookahead("generate", "--model", MODEL, "--input", inp, "--output", out, "--max-new-tokens", str(N_NEW),
               "--strategy", strategy, "--quiet", *extra)
-    return [json.loads(l)["ids"] for l in open(out)]
+    return [r["ids"] for r in sorted(map(json.loads, open(out)), key=lambda r: r["id"])]  # --batch: finishing order
 
 
 ar = run_strategy("ar", [])
@@ -106,7 +106,7 @@ with open(txt, "w") as f:
                                                 {"role": "user", "content": CHATS[0]}]}) + "\n")
 out = os.path.join(tmp, "chat-out.jsonl")
 lookahead("generate", "--model", MODEL, "--chat", "--input", txt, "--output", out, "--max-new-tokens", "1", "--quiet")
-got = [json.loads(l)["prompt_ids"] for l in open(out)]
+got = [r["prompt_ids"] for r in sorted(map(json.loads, open(out)), key=lambda r: r["id"])]
 sysmsg = tok.apply_chat_template([{"role": "system", "content": "Be brief."}, {"role": "user", "content": CHATS[0]}],
                                  add_generation_prompt=True, tokenize=True)
 want_ids = [chat_ids(c) for c in CHATS] + [list(sysmsg["input_ids"] if hasattr(sysmsg, "keys") else sysmsg)]
