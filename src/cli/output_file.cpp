@@ -11,6 +11,7 @@
 
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/json_parse.h"
 
 namespace la::cli {
 
@@ -41,8 +42,8 @@ JsonlOutput::JsonlOutput(const std::string& path, OutputMode mode) : path_(path)
       if (l.find_first_not_of(" \t\r") != std::string_view::npos) {
         json rec;
         try {
-          rec = json::parse(l);
-        } catch (const std::exception&) {
+          rec = parse_json(l);
+        } catch (const std::exception&) {  // invalid, or nested deeper than any record lookahead writes
           fail("--resume: '", path, "' line ", line, " is not valid JSON (not written by lookahead? use --overwrite ",
                "to replace the file)");
         }

@@ -175,6 +175,15 @@ def prompt_seeds():
     put("prompt_jsonl", "big_ids.jsonl", '{"prompt_ids": [2147483647, -2147483648, 0]}\n')
 
 
+# ---- JSONL tokenize records (tokenize --input, with and without --decode)
+def tokenize_seeds():
+    put("tokenize_jsonl", "records.jsonl", '{"id": "a", "text": "Once upon a time"}\n'
+                                           '{"prompt": "Lily went"}\n\n{"id": 7, "text": ""}\n')
+    put("tokenize_jsonl", "decode.jsonl", '{"id": 1, "ids": [1, 403, 407]}\n{"ids": [2147483647, 0]}\n')
+    put("tokenize_jsonl", "bad.jsonl", '{"id": 1, "ids": [5, -2]}\n{"ids": "1,2"}\n{"text": 5}\n[1,2]\n'
+                                       '{"ids": [4294967297]}\n')
+
+
 # ---- trie state: magic, u32 version 1, u32 branch length, u64 count, {i32 token, u32 parent, f64 gen}, then
 # the FNV-1a checksum, left out here: the state-file targets append it to their input (fuzz_common.h).
 def trie_file(nodes, branch=12):
@@ -262,6 +271,7 @@ if __name__ == "__main__":
     config_seeds()
     tokenizer_json_seeds()
     prompt_seeds()
+    tokenize_seeds()
     trie_seeds()
     pool_seeds()
     suffix_seeds()

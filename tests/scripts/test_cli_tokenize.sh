@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `lookahead tokenize` through the real binary: the ids equal generate's prompt_ids (one code path), --decode
 # reverses them, a model directory with only a tokenizer.json is used by generate; bad input (flags, JSONL,
-# corrupt tokenizer.json for tokenize and for generate) gives one error line and a non-zero exit.
+# corrupt tokenizer.json for tokenize and for generate) gives one error line and a non-zero exit. Regression: a
+# JSONL record whose "id" nests 300,000 arrays deep ended `tokenize --input` in SIGSEGV (exit 139); every reader of
+# such a file (tokenize, tokenize --decode, generate --input, generate --resume's output file) now exits 1 with
+# one `lookahead: error:` line.
 # labels: cli;tokenizer
 # timeout: 300
 set -u
@@ -55,6 +58,11 @@ open(os.path.join(t, "bad.jsonl"), "w").write('{"id": 1, "text": "hi"}\n{"id": 2
 open(os.path.join(t, "notext.jsonl"), "w").write('{"id": 1, "words": "hi"}\n')
 open(os.path.join(t, "badids.jsonl"), "w").write('{"id": 1, "ids": "1,2"}\n')
 open(os.path.join(t, "negids.jsonl"), "w").write('{"id": 1, "ids": [5, -2]}\n')
+deep = "[" * 300000 + "]" * 300000
+open(os.path.join(t, "deep.jsonl"), "w").write('{"id": %s, "text": "hi"}\n' % deep)
+open(os.path.join(t, "deep_ids.jsonl"), "w").write('{"id": %s, "ids": [1]}\n' % deep)
+open(os.path.join(t, "deep_prompt.jsonl"), "w").write('{"id": %s, "prompt": "hi"}\n' % deep)
+open(os.path.join(t, "deep_out.jsonl"), "w").write('{"id": %s, "ids": [1]}\n' % deep)
 PY
 
 # ---- what works ----
@@ -106,6 +114,18 @@ expect_error "'zz', which is not in the vocabulary" tokenize --tokenizer "$T/bad
 expect_error "invalid regex '(a'" tokenize --tokenizer "$T/badregex" --text hi
 expect_error "unrecognised option '--bogus'" tokenize --model "$M" --text hi --bogus
 expect_error "bos_token '<s>' is not a token" tokenize --model "$T/badbos" --text hi
+# The deeply nested id: exit code exactly 1 (not 139) and one `lookahead: error:` line, from every reader.
+expect_exit1() {  # expect_exit1 "needle" args...
+  expect_error "$@"
+  local rc; "$BIN" "${@:2}" >/dev/null 2>"$T/err1"; rc=$?
+  n=$((n+1))
+  if [ $rc -eq 1 ] && grep -q "^lookahead: error: .*$1" "$T/err1"; then echo "ok: exit 1: ${*:2}" | head -c 150; echo
+  else echo "FAIL: lookahead ${*:2} -> rc=$rc (wanted 1 and a 'lookahead: error:' line)"; fails=$((fails+1)); fi
+}
+expect_exit1 "deep.jsonl:1: invalid JSON (nesting deeper than" tokenize --model "$M" --input "$T/deep.jsonl"
+expect_exit1 "deep_ids.jsonl:1: invalid JSON (nesting deeper than" tokenize --model "$M" --decode --input "$T/deep_ids.jsonl"
+expect_exit1 "deep_prompt.jsonl:1: invalid JSON (nesting deeper than" generate --quiet --model "$M" --input "$T/deep_prompt.jsonl" --output "$T/o.jsonl"
+expect_exit1 "line 1 is not valid JSON" generate --quiet --model "$M" --input "$T/prompts.jsonl" --output "$T/deep_out.jsonl" --resume
 G=(generate --quiet --max-new-tokens 4 --prompt hi)
 expect_error "corrupt/tokenizer.json: invalid JSON" "${G[@]}" --model "$T/corrupt"
 expect_error "truncated/tokenizer.json: invalid JSON" "${G[@]}" --model "$T/truncated"
