@@ -1,4 +1,4 @@
-// The JSONL record parsers of generate --input and tokenize --input (see the header).
+// The JSONL record parsers of generate --input, tokenize --input and --resume's output file (see the header).
 #include "lookahead/util/prompt_records.h"
 
 #include <cstdint>
@@ -60,6 +60,16 @@ bool parse_tokenize_record(const std::string& line, size_t index, const std::str
     out.text = j[key].get<std::string>();
   }
   return true;
+}
+
+OutputLine parse_output_record(std::string_view line, nlohmann::json& out) {
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) return OutputLine::Blank;
+  try {
+    out = parse_json(line);
+  } catch (const std::exception&) {
+    return OutputLine::NotJson;
+  }
+  return out.is_object() && out.contains("id") ? OutputLine::Record : OutputLine::NoId;
 }
 
 }  // namespace la

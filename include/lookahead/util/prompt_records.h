@@ -1,5 +1,6 @@
-// The records of the JSONL input files: `generate --input` and `tokenize --input` (with and without --decode).
-// Both parse each line with the checked JSON reader (util/json_parse.h).
+// The records of the JSONL files the CLI reads: `generate --input`, `tokenize --input` (with and without --decode)
+// and the `--output` file that `generate --resume` reads back. All parse each line with the checked JSON reader
+// (util/json_parse.h).
 // One record of a `generate --input` JSONL file: {"id": ..., "prompt": "..."}, {"id": ..., "prompt_ids": [...]} or
 // {"id": ..., "messages": [{"role", "content"}...]} (a chat, rendered with the model's template).
 // A pure function so the parsing is unit- and fuzz-testable without a model (tests/fuzz/fuzz_prompt_jsonl.cpp).
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lookahead/model/chat_template.h"
@@ -35,5 +37,11 @@ struct TokenizeRecord {
 };
 bool parse_tokenize_record(const std::string& line, size_t index, const std::string& where, bool decode,
                            TokenizeRecord& out);
+
+// One line of an --output file read back by --resume: Record (an object with an "id", in `out`), Blank, NotJson
+// (invalid, or nested deeper than any record lookahead writes) or NoId. Never throws for bad input; the caller
+// names the file and line (tests/fuzz/fuzz_resume_jsonl.cpp).
+enum class OutputLine { Blank, Record, NotJson, NoId };
+OutputLine parse_output_record(std::string_view line, nlohmann::json& out);
 
 }  // namespace la
