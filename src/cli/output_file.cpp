@@ -11,6 +11,7 @@
 
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/prompt_records.h"
 
 namespace la::cli {
 
@@ -38,16 +39,12 @@ JsonlOutput::JsonlOutput(const std::string& path, OutputMode mode) : path_(path)
       if (nl == std::string::npos) break;  // the last line was cut short: dropped below
       ++line;
       const std::string_view l(text.data() + pos, nl - pos);
-      if (l.find_first_not_of(" \t\r") != std::string_view::npos) {
-        json rec;
-        try {
-          rec = json::parse(l);
-        } catch (const std::exception&) {
-          fail("--resume: '", path, "' line ", line, " is not valid JSON (not written by lookahead? use --overwrite ",
-               "to replace the file)");
-        }
-        LA_CHECK(rec.is_object() && rec.contains("id"), "--resume: '", path, "' line ", line,
-                 " is not a record with an \"id\"");
+      json rec;
+      const OutputLine kind = parse_output_record(l, rec);  // the checked reader (util/prompt_records)
+      LA_CHECK(kind != OutputLine::NotJson, "--resume: '", path, "' line ", line, " is not valid JSON (not written by ",
+               "lookahead? use --overwrite to replace the file)");
+      LA_CHECK(kind != OutputLine::NoId, "--resume: '", path, "' line ", line, " is not a record with an \"id\"");
+      if (kind == OutputLine::Record) {
         std::string key = id_key(rec["id"]);  // before the move: `a[f(x)] = move(x)` evaluates the right side first
         done_[std::move(key)] = std::move(rec);
       }

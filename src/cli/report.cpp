@@ -7,6 +7,7 @@
 
 #include "lookahead/model/selfcheck.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/json_parse.h"
 #include "request_loop.h"
 #include "signals.h"
 
@@ -137,7 +138,7 @@ void write_stats_file(const RunReport& r) {
   s["comm"] = {{"backend", r.comm.backend()}, {"mpi_initialized", mpi_initialized()}, {"mpi_build", built_with_mpi()}};
   if (r.exec.par && !r.exec.sim()) s["dist"] = dist_stats(r.exec.par->counters());
   if (r.exec.sim()) s["simulation"] = simulation_stats(*r.exec.sim(), r.loop.total);
-  for (const auto& c : selfcheck_reports()) s["selfcheck"].push_back(json::parse(c.json()));  // serving path
+  for (const auto& c : selfcheck_reports()) s["selfcheck"].push_back(parse_json_checked(c.json(), "selfcheck report"));  // serving path
   write_file_atomic(r.o.stats_path, s.dump(2));
 }
 

@@ -13,6 +13,7 @@
 #include "lookahead/model/selfcheck.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/prompt_records.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;
@@ -225,49 +226,17 @@ std::unique_ptr<Tokenizer> open_tokenizer(const std::string& model, const std::s
 }
 
 namespace {
-struct TokRecord {
-  json id;
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-std::vector<int32_t> ids_of(const json& v, const std::string& where) {
-  LA_CHECK(v.is_array(), where, ": \"ids\" must be an array of token ids");
-  std::vector<int32_t> ids;
-  for (const auto& x : v) {
-    LA_CHECK(x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() < (int64_t(1) << 31), where,
-             ": \"ids\" holds ", x.dump(), ", which is not a token id");
-    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
-  }
-  return ids;
-}
-
-// Every record of a JSONL file, validated before anything is printed.
-std::vector<TokRecord> read_records(const std::string& path, bool decode) {
+// Every record of a JSONL file (parse_tokenize_record: the checked JSON reader), validated before anything is
+// printed.
+std::vector<TokenizeRecord> read_records(const std::string& path, bool decode) {
   LA_CHECK(file_exists(path), "--input file '", path, "' does not exist");
   std::ifstream in(path, std::ios::binary);
-  std::vector<TokRecord> recs;
+  std::vector<TokenizeRecord> recs;
   std::string line;
   for (int lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(lineno);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const std::exception& e) {
-      fail(where, ": invalid JSON (", e.what(), ")");
-    }
-    LA_CHECK(j.is_object(), where, ": expected a JSON object");
-    TokRecord r{j.contains("id") ? j["id"] : json(recs.size()), {}, {}};
-    if (decode) {
-      LA_CHECK(j.contains("ids"), where, ": expected an object with \"ids\": [...]");
-      r.ids = ids_of(j["ids"], where);
-    } else {
-      const char* key = j.contains("text") ? "text" : "prompt";
-      LA_CHECK(j.contains(key) && j[key].is_string(), where, ": expected an object with a string \"text\" (or \"prompt\")");
-      r.text = j[key].get<std::string>();
-    }
-    recs.push_back(std::move(r));
+    TokenizeRecord r;
+    if (parse_tokenize_record(line, recs.size(), path + ":" + std::to_string(lineno), decode, r))
+      recs.push_back(std::move(r));
   }
   LA_CHECK(!recs.empty(), "--input file '", path, "' holds no records");
   return recs;
@@ -296,7 +265,7 @@ int cmd_tokenize(int argc, char** argv) {
   LA_CHECK(!(decode && vm.count("text")), "--decode takes --ids or --input, not --text");
   LA_CHECK(decode || !vm.count("ids"), "--ids needs --decode (to encode, give --text)");
 
-  std::vector<TokRecord> recs;
+  std::vector<TokenizeRecord> recs;
   if (!input.empty()) {
     recs = read_records(input, decode);
   } else if (decode) {

@@ -10,6 +10,7 @@
 
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/json_parse.h"
 
 namespace la {
 namespace {
@@ -195,9 +196,9 @@ bool ChatTemplate::has_template(const std::string& dir) {
   const std::string cfg = dir + "/tokenizer_config.json";
   if (!file_exists(cfg)) return false;
   try {
-    auto j = nlohmann::json::parse(read_file(cfg));
+    auto j = read_json_file(cfg);
     return j.is_object() && j.contains("chat_template") && !j["chat_template"].is_null();
-  } catch (const nlohmann::json::exception&) {
+  } catch (const Error&) {  // unreadable or invalid: load() names the problem when a template is needed
     return false;
   }
 }
@@ -206,11 +207,7 @@ ChatTemplate ChatTemplate::load(const std::string& dir) {
   const std::string cfg_path = dir + "/tokenizer_config.json";
   nlohmann::json cfg = nlohmann::json::object();
   if (file_exists(cfg_path)) {
-    try {
-      cfg = nlohmann::json::parse(read_file(cfg_path));
-    } catch (const nlohmann::json::exception& e) {
-      fail(cfg_path, ": invalid JSON (", e.what(), ")");
-    }
+    cfg = read_json_file(cfg_path);
     LA_CHECK(cfg.is_object(), cfg_path, ": expected a JSON object");
   }
   std::string text, origin = cfg_path;

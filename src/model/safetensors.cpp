@@ -10,6 +10,7 @@
 
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/json_parse.h"
 
 namespace la {
 
@@ -67,8 +68,7 @@ void SafetensorsCheckpoint::add_file(const std::string& file) {
            mf->size(), " bytes)");
   nlohmann::json h;
   try {
-    h = nlohmann::json::parse(reinterpret_cast<const char*>(mf->data() + 8),
-                              reinterpret_cast<const char*>(mf->data() + 8 + hlen));
+    h = parse_json(std::string_view(reinterpret_cast<const char*>(mf->data() + 8), hlen));
   } catch (const std::exception& e) {
     fail(file, ": broken safetensors header JSON (", e.what(), ")");
   }
@@ -130,14 +130,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
   const std::string idx = path + "/model.safetensors.index.json";
   LA_CHECK(file_exists(idx), "model directory '", path,
            "' has neither model.safetensors nor model.safetensors.index.json");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(idx));
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail(idx, ": invalid JSON (", e.what(), ")");
-  }
+  const nlohmann::json j = read_json_file(idx);
   LA_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), idx, ": no weight_map");
   std::map<std::string, bool> shards;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {

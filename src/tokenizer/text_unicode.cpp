@@ -8,7 +8,9 @@
 #include <cctype>
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
+#include <unicode/locid.h>
 #include <unicode/uchar.h>
+#include <unicode/unistr.h>
 
 #include "lookahead/util/error.h"
 
@@ -147,6 +149,25 @@ bool is_word_char(char32_t c) {
     default:
       return false;
   }
+}
+
+std::string lowercase(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {  // ASCII
+      out += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+      ++i;
+      continue;
+    }
+    const char32_t cp = utf8_next(s, i);
+    // One character alone: ICU's context-dependent rules (final sigma) see no context, as in Rust.
+    icu::UnicodeString u(static_cast<UChar32>(cp));
+    u.toLower(icu::Locale::getRoot());
+    u.toUTF8String(out);
+  }
+  return out;
 }
 
 Normalizer::Normalizer(const std::string& form) : impl_(&icu_normalizer(form)) {}

@@ -26,6 +26,9 @@ void utf8_append(std::string& out, char32_t c);
 // Join_Control), as Hugging Face tokenizers uses them for added tokens' lstrip/rstrip and single_word.
 bool is_white_space(char32_t c);
 bool is_word_char(char32_t c);
+// Every character by its full Unicode lowercase mapping on its own (Rust's char::to_lowercase, which the Lowercase
+// normalizer applies character by character: no final-sigma context, U+0130 becomes "i\u0307").
+std::string lowercase(std::string_view s);
 
 // Unicode normalization forms through ICU. `form` is "NFC", "NFD", "NFKC" or "NFKD".
 class Normalizer {

@@ -7,6 +7,7 @@
 #include "lookahead/tokenizer/tokenizer_json.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "lookahead/util/json_parse.h"
 #include "text_unicode.h"
 
 namespace la {
@@ -22,14 +23,8 @@ class SpTokenizer : public Tokenizer {
     if (bos_id_ < 0) bos_id_ = sp_.bos_id();
     const std::string cfg = dir + "/tokenizer_config.json";
     if (file_exists(cfg)) {
-      try {
-        auto j = nlohmann::json::parse(read_file(cfg));
-        if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) add_bos_ = j["add_bos_token"];
-      } catch (const Error&) {
-        throw;
-      } catch (const std::exception& e) {
-        fail(cfg, ": invalid JSON (", e.what(), ")");
-      }
+      const auto j = read_json_file(cfg);
+      if (j.is_object() && j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) add_bos_ = j["add_bos_token"];
     }
   }
   std::vector<int32_t> encode(const std::string& text) const override {

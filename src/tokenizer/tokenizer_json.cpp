@@ -1,4 +1,5 @@
-// Hugging Face tokenizer.json, byte-level BPE, matching the `tokenizers` library's encode(text).ids (with
+// Hugging Face tokenizer.json with a BPE model (byte-level as GPT-2/Llama-3/Qwen, or SentencePiece-style with
+// byte_fallback as Llama-2/Mistral/Gemma), matching the `tokenizers` library's encode(text).ids (with
 // add_special_tokens) and decode(ids, skip_special_tokens=False).
 //
 // Why by hand: Debian has no maintained C++ library for Hugging Face tokenizers (the reference implementation is
@@ -10,8 +11,9 @@
 // Pipeline (tokenizer/mod.rs encode_single_sequence): invalid UTF-8 in the input becomes U+FFFD (tokenizers only
 // accepts valid strings; Python callers decode with errors="replace") -> added tokens that are not `normalized`
 // are cut out of the raw text -> the rest is normalized -> `normalized` added tokens are cut out -> each
-// remaining piece is pre-tokenized (Split / Digits / ByteLevel) -> BPE -> the post_processor's template
+// remaining piece is pre-tokenized (Split / Digits / Metaspace / ByteLevel) -> BPE -> the post_processor's template
 // (TemplateProcessing, Roberta/Bert) puts its special tokens around -> tokenizer_config.json's add_bos_token.
+// Decoding maps ids to their token strings and runs the decoder chain (hf_pipeline.cpp).
 #include "lookahead/tokenizer/tokenizer_json.h"
 
 #include <algorithm>
@@ -68,7 +70,8 @@ class AddedMatcher {
 
 struct Segment {
   std::string text;
-  int32_t id;  // >= 0: an added token
+  int32_t id;          // >= 0: an added token
+  bool origin = false; // text: starts at offset 0 of the input
 };
 
 size_t char_start_before(std::string_view s, size_t i) {  // start of the character that ends at i
@@ -80,7 +83,7 @@ size_t char_start_before(std::string_view s, size_t i) {  // start of the charac
 // Cuts the matches of `m` out of s (added_vocabulary.rs find_matches): single_word, lstrip and rstrip as there.
 void split_added(const std::string& s, const AddedMatcher& m, std::vector<Segment>& out) {
   if (m.empty()) {
-    out.push_back({s, -1});
+    out.push_back({s, -1, true});
     return;
   }
   size_t start_offset = 0, from = 0, at = 0;
@@ -109,11 +112,11 @@ void split_added(const std::string& s, const AddedMatcher& m, std::vector<Segmen
         stop = q;
       }
     }
-    if (start_offset < start) out.push_back({s.substr(start_offset, start - start_offset), -1});
+    if (start_offset < start) out.push_back({s.substr(start_offset, start - start_offset), -1, start_offset == 0});
     out.push_back({std::string(), t->id});
     start_offset = std::max(start_offset, stop);
   }
-  if (start_offset < s.size()) out.push_back({s.substr(start_offset), -1});
+  if (start_offset < s.size()) out.push_back({s.substr(start_offset), -1, start_offset == 0});
 }
 
 bool get_flag(const json& j, const char* key, bool dflt, const std::string& origin) {
@@ -132,10 +135,10 @@ class HfBpeTokenizer : public Tokenizer {
  public:
   HfBpeTokenizer(const HfBpeTokenizer&) = delete;  // the matchers point into added_
   HfBpeTokenizer(const json& j, const std::string& origin, const HfTokenizerConfig& cfg)
-      : norm_(at(j, "normalizer"), origin), pre_(at(j, "pre_tokenizer"), origin), model_(make_model(j, origin)) {
-    LA_CHECK(pre_.byte_level(), origin, ": not a byte-level BPE (the pre_tokenizer has no ByteLevel step); only "
-             "byte-level BPE tokenizer.json files are supported");
-    check_decoder(at(j, "decoder"), origin);
+      : norm_(at(j, "normalizer"), origin),
+        pre_(at(j, "pre_tokenizer"), origin),
+        decoder_(at(j, "decoder"), origin),
+        model_(make_model(j, origin)) {
     read_added(at(j, "added_tokens"), origin);
     read_post_processor(at(j, "post_processor"), origin);
     apply_bos(cfg, origin);
@@ -153,14 +156,17 @@ class HfBpeTokenizer : public Tokenizer {
         continue;
       }
       normed.clear();
-      split_added(norm_.empty() ? seg.text : norm_.apply(seg.text), normalized_tokens_, normed);
+      bool keeps_start = true;
+      split_added(norm_.empty() ? seg.text : norm_.apply(seg.text, &keeps_start), normalized_tokens_, normed);
       for (const auto& n : normed) {
         if (n.id >= 0) {
           ids.push_back(n.id);
           continue;
         }
         pieces.clear();
-        pre_.run(n.text, pieces);
+        // At offset 0 of the input (Metaspace "first"): the first piece of the first segment, if the normalizer
+        // kept the segment's first character (tokenizers tracks this through its offsets).
+        pre_.run(n.text, pieces, seg.origin && n.origin && keeps_start);
         for (const auto& p : pieces) model_.tokenize(p, ids);
       }
     }
@@ -169,16 +175,27 @@ class HfBpeTokenizer : public Tokenizer {
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
-    std::string bytes;
-    for (auto id : ids) append_bytes(id, bytes);
-    return text::utf8_repair(bytes);
+    if (bytes_per_id()) {
+      std::string bytes;
+      for (auto id : ids) append_bytes(id, bytes);
+      return text::utf8_repair(bytes);
+    }
+    std::vector<std::string> toks;  // ids without a token are skipped, as tokenizers does
+    toks.reserve(ids.size());
+    for (auto id : ids)
+      if (id >= 0 && static_cast<size_t>(id) < tokens_.size() && has_token_[id]) toks.push_back(tokens_[id]);
+    return decoder_.decode(std::move(toks));
   }
-  bool bytes_per_id() const override { return true; }
+  // A ByteLevel decoder alone concatenates per-token bytes; other chains (Metaspace and Strip look at the first
+  // token, ByteFallback at runs of byte tokens) decode a window of ids (TextStream).
+  bool bytes_per_id() const override { return decoder_.byte_level_only(); }
   void append_bytes(int32_t id, std::string& out) const override {
     if (id >= 0 && static_cast<size_t>(id) < pieces_.size()) out += pieces_[id];
   }
-  int vocab_size() const override { return static_cast<int>(pieces_.size()); }
-  std::string kind() const override { return "tokenizer.json (byte-level BPE)"; }
+  int vocab_size() const override { return static_cast<int>(tokens_.size()); }
+  std::string kind() const override {
+    return pre_.byte_level() ? "tokenizer.json (byte-level BPE)" : "tokenizer.json (BPE)";
+  }
 
  private:
   static const json& at(const json& j, const char* key) {
@@ -192,11 +209,10 @@ class HfBpeTokenizer : public Tokenizer {
     std::string type = m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>()
                        : m.contains("merges")                      ? "BPE"
                                                                    : "(none)";
-    LA_CHECK(type == "BPE", origin, ": unsupported tokenizer model type '", type,
-             "' (only byte-level BPE is supported)");
+    LA_CHECK(type == "BPE", origin, ": unsupported tokenizer model type '", type, "' (only BPE is supported)");
     for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
       LA_CHECK(!m.contains(k) || m[k].is_null() || (m[k].is_string() && m[k].get<std::string>().empty()), origin,
-               ": BPE with \"", k, "\" is not byte-level BPE and is not supported");
+               ": BPE with \"", k, "\" (a WordPiece-style BPE) is not supported");
     if (m.contains("dropout") && !m["dropout"].is_null())
       LA_CHECK(m["dropout"].is_number() && m["dropout"].get<double>() == 0.0, origin,
                ": BPE dropout makes encoding random; it is not supported");
@@ -231,19 +247,6 @@ class HfBpeTokenizer : public Tokenizer {
       o.unk_token = m["unk_token"].get<std::string>();
     }
     return BpeModel(std::move(vocab), merges, o, origin);
-  }
-
-  static void check_decoder(const json& d, const std::string& origin, int depth = 0) {
-    if (d.is_null()) return;
-    LA_CHECK(depth < hf::kMaxNesting, origin, ": decoders nested more than ", hf::kMaxNesting, " deep");  // no decoder: bytes are still the ByteLevel table's
-    LA_CHECK(d.is_object() && d.contains("type") && d["type"].is_string(), origin,
-             ": decoder must be an object with a string \"type\"");
-    const std::string t = d["type"];
-    if (t == "Sequence" && d.contains("decoders") && d["decoders"].is_array()) {
-      for (const auto& x : d["decoders"]) check_decoder(x, origin, depth + 1);
-      return;
-    }
-    LA_CHECK(t == "ByteLevel", origin, ": unsupported decoder '", t, "' (byte-level BPE decodes with ByteLevel)");
   }
 
   int32_t token_to_id(const std::string& s) const {  // added tokens first, then the model (AddedVocabulary)
@@ -358,7 +361,8 @@ class HfBpeTokenizer : public Tokenizer {
     }
   }
 
-  // Bytes of every id for decoding (decoders/byte_level.rs): a token whose characters are all in the byte table
+  // The token string of every id (the vocabulary's, an added token's content) for the decoder; with a ByteLevel
+  // decoder alone also its bytes (decoders/byte_level.rs): a token whose characters are all in the byte table
   // gives those bytes, any other token (an added token with a space, say) its own UTF-8.
   void build_pieces(const std::string& origin) {
     int64_t max_id = -1;
@@ -369,40 +373,36 @@ class HfBpeTokenizer : public Tokenizer {
     for (int32_t id : suffix_) max_id = std::max<int64_t>(max_id, id);
     LA_CHECK(max_id < static_cast<int64_t>(2 * count + 1024), origin, ": token id ", max_id, " is far beyond the ",
              count, " tokens of the vocabulary");
-    pieces_.assign(static_cast<size_t>(max_id + 1), std::string());
-    auto bytes_of = [](const std::string& tok) {
-      std::string b;
-      for (size_t i = 0; i < tok.size();) {
-        const int v = hf::char_byte(text::utf8_next(tok, i));
-        if (v < 0) return tok;
-        b += static_cast<char>(v);
-      }
-      return b;
-    };
-    for (const auto& [tok, id] : model_.vocab()) pieces_[id] = bytes_of(tok);
-    for (const auto& t : added_) pieces_[t.id] = bytes_of(t.content);
+    tokens_.assign(static_cast<size_t>(max_id + 1), std::string());
+    has_token_.assign(tokens_.size(), 0);
+    for (const auto& [tok, id] : model_.vocab()) tokens_[id] = tok, has_token_[id] = 1;
+    for (const auto& t : added_) tokens_[t.id] = t.content, has_token_[t.id] = 1;
+    if (decoder_.byte_level_only()) {
+      pieces_.resize(tokens_.size());
+      for (size_t id = 0; id < tokens_.size(); ++id)
+        if (has_token_[id]) pieces_[id] = hf::byte_level_bytes(tokens_[id]);
+    }
   }
 
   hf::NormalizerChain norm_;
   hf::PreTokenizerChain pre_;
+  hf::DecoderChain decoder_;
   BpeModel model_;
   std::vector<AddedToken> added_;
   Vocab added_ids_;  // content -> id
   AddedMatcher raw_tokens_, normalized_tokens_;
   std::vector<int32_t> prefix_, suffix_;
-  std::vector<std::string> pieces_;  // decoded bytes by id
+  std::vector<std::string> tokens_;  // token string by id
+  std::vector<char> has_token_;      // whether an id has a token (tokenizers skips the others when decoding)
+  std::vector<std::string> pieces_;  // ByteLevel decoder alone: decoded bytes by id
 };
 
 }  // namespace
 
 std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& json_text, const std::string& origin,
                                                 const HfTokenizerConfig& config) {
-  json j;
-  try {
-    j = parse_json(json_text);  // depth-limited: the pipeline readers recurse into "Sequence"s (tests/fuzz)
-  } catch (const std::exception& e) {
-    fail(origin, ": invalid JSON (", e.what(), ")");
-  }
+  // depth-limited: the pipeline readers recurse into "Sequence"s (tests/fuzz)
+  const json j = parse_json_checked(json_text, origin);
   LA_CHECK(j.is_object(), origin, ": not a JSON object");
   try {
     return std::make_unique<HfBpeTokenizer>(j, origin, config);
@@ -420,14 +420,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& dir, int model
   cfg.model_bos_id = model_bos_id;
   const std::string cpath = dir + "/tokenizer_config.json";
   if (file_exists(cpath)) {
-    json c;
-    try {
-      c = json::parse(read_file(cpath));
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      fail(cpath, ": invalid JSON (", e.what(), ")");
-    }
+    const json c = read_json_file(cpath);
     LA_CHECK(c.is_object(), cpath, ": not a JSON object");
     if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean()) cfg.add_bos = c["add_bos_token"] ? 1 : 0;
     if (c.contains("bos_token")) {

@@ -1,3 +1,4 @@
+// The JSONL record parsers of generate --input, tokenize --input and --resume's output file (see the header).
 #include "lookahead/util/prompt_records.h"
 
 #include <cstdint>
@@ -10,12 +11,7 @@ namespace la {
 bool parse_prompt_record(const std::string& line, size_t index, const std::string& where, PromptRecord& out) {
   using json = nlohmann::json;
   if (line.find_first_not_of(" \t\r") == std::string::npos) return false;
-  json j;
-  try {
-    j = parse_json(line);
-  } catch (const std::exception& e) {
-    fail(where, ": invalid JSON (", e.what(), ")");
-  }
+  const json j = parse_json_checked(line, where);
   LA_CHECK(j.is_object() && ((j.contains("prompt") && j["prompt"].is_string()) || j.contains("prompt_ids") ||
                                j.contains("messages")),
            where, ": expected an object with a string \"prompt\" (or \"prompt_ids\" or \"messages\")");
@@ -38,6 +34,42 @@ bool parse_prompt_record(const std::string& line, size_t index, const std::strin
     out.messages = parse_chat_messages(j["messages"], where);
   }
   return true;
+}
+
+bool parse_tokenize_record(const std::string& line, size_t index, const std::string& where, bool decode,
+                           TokenizeRecord& out) {
+  using json = nlohmann::json;
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return false;
+  const json j = parse_json_checked(line, where);
+  LA_CHECK(j.is_object(), where, ": expected a JSON object");
+  out = TokenizeRecord{j.contains("id") ? j["id"] : json(index), {}, {}};
+  if (decode) {
+    LA_CHECK(j.contains("ids"), where, ": expected an object with \"ids\": [...]");
+    const json& v = j["ids"];
+    LA_CHECK(v.is_array(), where, ": \"ids\" must be an array of token ids");
+    for (const auto& x : v) {
+      LA_CHECK(x.is_number_integer() && (x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                                                 : x.get<int64_t>() >= 0 && x.get<int64_t>() <= INT32_MAX),
+               where, ": \"ids\" holds ", x.dump(), ", which is not a token id");
+      out.ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+  } else {
+    const char* key = j.contains("text") ? "text" : "prompt";
+    LA_CHECK(j.contains(key) && j[key].is_string(), where,
+             ": expected an object with a string \"text\" (or \"prompt\")");
+    out.text = j[key].get<std::string>();
+  }
+  return true;
+}
+
+OutputLine parse_output_record(std::string_view line, nlohmann::json& out) {
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) return OutputLine::Blank;
+  try {
+    out = parse_json(line);
+  } catch (const std::exception&) {
+    return OutputLine::NotJson;
+  }
+  return out.is_object() && out.contains("id") ? OutputLine::Record : OutputLine::NoId;
 }
 
 }  // namespace la

@@ -1,9 +1,13 @@
-// tokenizer.json (byte-level BPE) on small hand-written files: merge ranks, added and special tokens, lstrip /
-// rstrip / single_word, Digits, Split behaviours, NFC, invalid UTF-8, round trips, streaming, and bad files (one
+// tokenizer.json on small hand-written files: byte-level BPE (merge ranks, added and special tokens, lstrip /
+// rstrip / single_word, Digits, Split behaviours, NFC, invalid UTF-8, round trips, streaming), the SentencePiece-
+// style pipelines (normalizers Replace / Prepend / Strip / Lowercase / NFKC, Metaspace with every prepend_scheme,
+// decoders Replace / ByteFallback / Fuse / Strip / Metaspace, byte fallback in the model), and bad files (one
 // la::Error each). The comparison with Hugging Face `tokenizers` on real data is tests/scripts/test_tokenizer_hf.sh.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
+#include <functional>
 #include <random>
 
 #include "../../src/tokenizer/hf_pipeline.h"   // the pre-tokenizer stage on its own, for the Split behaviours
@@ -391,15 +395,29 @@ TEST(TokenizerJson, BadFilesGiveOneClearError) {
              }),
              "invalid regex '(unclosed'");
   expect_bad(with([](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }), "unsupported pre-tokenizer 'Whitespace'");
-  expect_bad(with([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}}; }),
-             "unsupported pre-tokenizer 'Metaspace'");
-  expect_bad(with([](json& j) { j["pre_tokenizer"] = nullptr; }), "not a byte-level BPE");
+  expect_bad(with([](json& j) { j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}}; }),
+             "unsupported pre-tokenizer 'BertPreTokenizer'");
+  expect_bad(with([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}}; }),
+             "\"replacement\" must be one character");
+  expect_bad(with([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}}; }),
+             "unsupported Metaspace prepend_scheme 'sometimes'");
   expect_bad(with([](json& j) {
                j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}, {"invert", false}};
              }),
              "unsupported Split behavior 'Sideways'");
-  expect_bad(with([](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }), "unsupported normalizer 'Lowercase'");
+  expect_bad(with([](json& j) { j["normalizer"] = {{"type", "BertNormalizer"}}; }), "unsupported normalizer 'BertNormalizer'");
+  expect_bad(with([](json& j) { j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "AA=="}}; }),
+             "unsupported normalizer 'Precompiled'");
+  expect_bad(with([](json& j) { j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}}; }),
+             "Replace normalizer needs a string \"content\"");
+  expect_bad(with([](json& j) { j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "("}}}, {"content", ""}}; }),
+             "invalid regex '('");
+  expect_bad(with([](json& j) { j["normalizer"] = {{"type", "Prepend"}}; }), "Prepend normalizer needs a string");
   expect_bad(with([](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }), "unsupported decoder 'WordPiece'");
+  expect_bad(with([](json& j) { j["decoder"] = {{"type", "CTC"}}; }), "unsupported decoder 'CTC'");
+  expect_bad(with([](json& j) { j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", -1}, {"stop", 0}}; }),
+             "\"start\" must be a non-negative integer");
+  expect_bad(with([](json& j) { j["decoder"] = {{"type", "Sequence"}, {"decoders", 3}}; }), "\"decoders\" array");
   expect_bad(with([](json& j) { j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<x>"}}}}}}}; }),
              "without its ids");
   expect_bad(with([](json& j) { j["post_processor"] = {{"type", "Mystery"}}; }), "unsupported post_processor 'Mystery'");
@@ -445,5 +463,254 @@ TEST(TokenizerJson, RandomBytesRoundTripAfterRepair) {
     for (int i = 0, n = rng() % 24; i < n; ++i) s += alphabet[rng() % std::size(alphabet)];
     const auto ids = t->encode(s);
     EXPECT_EQ(t->decode(ids), text::utf8_repair(s)) << trial;
+  }
+}
+
+// ---- SentencePiece-style pipelines (Llama-2, Mistral, Gemma): every expected value below was produced by Hugging
+// Face tokenizers 0.23.3 on the same JSON (normalize_str, pre_tokenize_str, decoder.decode, encode().ids).
+namespace {
+
+const std::string kMeta = "\u2581";  // ▁
+
+// <unk> <s> </s>, the 256 byte tokens <0x00>..<0xFF> (ids 3..258), then ▁ a b h i hi ▁hi ab ▁a ▁ab (259..268).
+json sp_fixture() {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  for (const std::string& t : {kMeta, std::string("a"), std::string("b"), std::string("h"), std::string("i"),
+                              std::string("hi"), kMeta + "hi", std::string("ab"), kMeta + "a", kMeta + "ab"})
+    vocab[t] = static_cast<int>(vocab.size());
+  json added = json::array();
+  for (int i = 0; i < 3; ++i)
+    added.push_back({{"id", i}, {"content", std::vector<std::string>{"<unk>", "<s>", "</s>"}[i]}, {"special", true},
+                     {"normalized", false}});
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", nullptr},
+          {"post_processor", nullptr},
+          {"decoder", nullptr},
+          {"model",
+           {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true}, {"vocab", vocab},
+            {"merges", json::array({json::array({"h", "i"}), json::array({kMeta, "hi"}), json::array({"a", "b"}),
+                                    json::array({kMeta, "a"}), json::array({kMeta + "a", "b"})})}}}};
+}
+
+json replace(const std::string& kind, const std::string& pattern, const std::string& content) {
+  return {{"type", "Replace"}, {"pattern", {{kind, pattern}}}, {"content", content}};
+}
+
+std::string normalize(const json& n, const std::string& s) { return hf::NormalizerChain(n, "test").apply(s); }
+
+std::string decode_tokens(const json& d, std::vector<std::string> tokens) {
+  return hf::DecoderChain(d, "test").decode(std::move(tokens));
+}
+
+std::unique_ptr<Tokenizer> sp_tokenizer(const std::function<void(json&)>& edit) {
+  json j = sp_fixture();
+  edit(j);
+  return parse_tokenizer_json(j.dump(), "sp-fixture");
+}
+
+using Ids = std::vector<int32_t>;
+using V = std::vector<std::string>;
+
+}  // namespace
+
+TEST(TokenizerJsonPipeline, ReplaceNormalizer) {
+  EXPECT_EQ(normalize(replace("String", " ", kMeta), " a  b "), kMeta + "a" + kMeta + kMeta + "b" + kMeta);
+  EXPECT_EQ(normalize(replace("Regex", R"(\s+)", " "), "a \t\n b"), "a b");
+  EXPECT_EQ(normalize(replace("String", "ab", ""), "abcab"), "c");
+  EXPECT_EQ(normalize(replace("String", ".", "!"), "a.b"), "a!b");  // a String pattern is literal
+}
+
+TEST(TokenizerJsonPipeline, PrependStripLowercaseNfkcNormalizers) {
+  EXPECT_EQ(normalize({{"type", "Prepend"}, {"prepend", kMeta}}, "x"), kMeta + "x");
+  EXPECT_EQ(normalize({{"type", "Prepend"}, {"prepend", kMeta}}, ""), "");  // never onto an empty text
+  EXPECT_EQ(normalize({{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}}, " \t a b \u3000\n"), "a b");
+  EXPECT_EQ(normalize({{"type", "Strip"}, {"strip_left", true}, {"strip_right", false}}, "  a "), "a ");
+  EXPECT_EQ(normalize({{"type", "Strip"}, {"strip_left", false}, {"strip_right", true}}, "  a "), "  a");
+  // Character by character (Rust's char::to_lowercase): U+0130 gains a combining dot, no final sigma.
+  EXPECT_EQ(normalize({{"type", "Lowercase"}}, "\u00c0B \u0130 \u03a3\u0391\u03a3 \u01c5 \u1e9e"),
+            "\u00e0b i\u0307 \u03c3\u03b1\u03c3 \u01c6 \u00df");
+  EXPECT_EQ(normalize({{"type", "NFKC"}}, "\uff46\uff49\u2460 \ufb01 \u3300"), "fi1 fi \u30a2\u30d1\u30fc\u30c8");
+  const json seq = {{"type", "Sequence"},
+                    {"normalizers",
+                     {{{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}},
+                      {{"type", "Lowercase"}},
+                      {{"type", "NFKC"}},
+                      replace("String", " ", kMeta),
+                      {{"type", "Prepend"}, {"prepend", kMeta}}}}};
+  EXPECT_EQ(normalize(seq, "  \uff28\uff25\uff2c\uff2c\uff2f World  "), kMeta + "hello" + kMeta + "world");
+}
+
+TEST(TokenizerJsonPipeline, MetaspacePreTokenizer) {
+  auto meta = [](const char* scheme, bool split) {
+    return json{{"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", scheme}, {"split", split}};
+  };
+  EXPECT_EQ(pieces(meta("always", true), "Hey  friend "), (V{kMeta + "Hey", kMeta, kMeta + "friend", kMeta}));
+  EXPECT_EQ(pieces(meta("always", false), "Hey friend"), (V{kMeta + "Hey" + kMeta + "friend"}));
+  EXPECT_EQ(pieces(meta("never", true), "Hey friend"), (V{"Hey", kMeta + "friend"}));
+  EXPECT_EQ(pieces(meta("first", true), "Hey friend"), (V{kMeta + "Hey", kMeta + "friend"}));
+  // "first" prepends only at the start of the input, "always" to every piece.
+  hf::PreTokenizerChain first(meta("first", true), "test"), always(meta("always", true), "test");
+  V out;
+  first.run("hi", out, /*at_origin=*/false);
+  EXPECT_EQ(out, V{"hi"});
+  out.clear();
+  always.run("hi", out, false);
+  EXPECT_EQ(out, V{kMeta + "hi"});
+  // Files written before prepend_scheme existed: add_prefix_space.
+  EXPECT_EQ(pieces({{"type", "Metaspace"}, {"replacement", kMeta}, {"add_prefix_space", false}}, "a b"), (V{"a", kMeta + "b"}));
+  EXPECT_EQ(pieces(meta("always", true), ""), V{});
+}
+
+TEST(TokenizerJsonPipeline, SplitWithStringPatternEveryBehaviour) {
+  auto split = [](const char* behavior, bool invert) {
+    return json{{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", behavior}, {"invert", invert}};
+  };
+  EXPECT_EQ(pieces(split("MergedWithPrevious", false), "a  b c "), (V{"a ", " ", "b ", "c "}));
+  EXPECT_EQ(pieces(split("MergedWithNext", false), "a  b c "), (V{"a", " ", " b", " c", " "}));
+  EXPECT_EQ(pieces(split("Contiguous", false), "a  b c "), (V{"a", "  ", "b", " ", "c", " "}));
+  EXPECT_EQ(pieces(split("Removed", true), "a  b c "), (V{" ", " ", " ", " "}));
+  EXPECT_EQ(pieces(split("Isolated", false), "a b"), (V{"a", " ", "b"}));
+}
+
+TEST(TokenizerJsonPipeline, EveryDecoder) {
+  EXPECT_EQ(decode_tokens(replace("String", kMeta, " "), {kMeta + "a", "b" + kMeta + kMeta, "c"}), " ab  c");
+  // ByteFallback: a run of byte tokens that is not valid UTF-8 becomes one U+FFFD per byte token, the whole run.
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(decode_tokens({{"type", "ByteFallback"}},
+                          {"a", "<0xE6>", "<0x97>", "<0xA5>", "<0xE6>", "<0x97>", "b", "<0xff>", "<0x4>", "<0x41>"}),
+            "a" + r + r + r + r + r + "b" + r + "<0x4>A");
+  EXPECT_EQ(decode_tokens({{"type", "ByteFallback"}}, {"<0xE6>", "<0x97>", "<0xA5>"}), "\u65e5");
+  EXPECT_EQ(decode_tokens({{"type", "Fuse"}}, {"a", " b", "c"}), "a bc");
+  EXPECT_EQ(decode_tokens({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 1}}, {"  a  ", "  ", "b "}), " a b");
+  EXPECT_EQ(decode_tokens({{"type", "Strip"}, {"content", "x"}, {"start", 2}, {"stop", 0}}, {"xxxa", "x"}), "xa");
+  const json ms = {{"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", "always"}, {"split", true}};
+  EXPECT_EQ(decode_tokens(ms, {kMeta + "Hey", kMeta + "friend", kMeta + kMeta}), "Hey friend  ");
+  EXPECT_EQ(decode_tokens({{"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", "never"}},
+                          {kMeta + "Hey", kMeta + "friend"}),
+            " Hey friend");
+  EXPECT_EQ(decode_tokens({{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "first"}}, {"_a_b", "_c"}), "ab c");
+  EXPECT_EQ(decode_tokens({{"type", "ByteLevel"}}, {byte_level(" hi"), byte_level(" \xF0\x9F"), byte_level("\x99"), byte_level("\x82")}),
+            " hi \U0001F642");
+  const json llama = {{"type", "Sequence"},
+                      {"decoders",
+                       {replace("String", kMeta, " "),
+                        {{"type", "ByteFallback"}},
+                        {{"type", "Fuse"}},
+                        {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  EXPECT_EQ(decode_tokens(llama, {kMeta + "hi", kMeta, "<0xC3>", "<0xA9>", kMeta, "<0xC3>"}), "hi \u00e9 " + r);
+  EXPECT_EQ(decode_tokens(nullptr, {"a", "b"}), "a b");  // no decoder: tokenizers joins the tokens with spaces
+}
+
+TEST(TokenizerJsonPipeline, Llama2LegacyPipeline) {
+  auto t = sp_tokenizer([](json& j) {
+    j["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers", {{{"type", "Prepend"}, {"prepend", kMeta}}, replace("String", " ", kMeta)}}};
+    j["decoder"] = {{"type", "Sequence"},
+                    {"decoders",
+                     {replace("String", kMeta, " "),
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+    j["post_processor"] = {{"type", "TemplateProcessing"},
+                           {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                           {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}};
+  });
+  EXPECT_EQ(t->kind(), "tokenizer.json (BPE)");
+  EXPECT_EQ(t->encode("hi ab"), (Ids{1, 265, 259, 266}));
+  EXPECT_EQ(t->encode(" hi"), (Ids{1, 259, 265}));
+  EXPECT_EQ(t->encode("hi  ab "), (Ids{1, 265, 259, 259, 266, 259}));
+  EXPECT_EQ(t->encode("ab\u00e9z"), (Ids{1, 259, 266, 198, 172, 125}));  // é and z by byte fallback
+  EXPECT_EQ(t->encode(""), (Ids{1}));
+  EXPECT_EQ(t->encode("<s>hi ab"), (Ids{1, 1, 265, 259, 266}));
+  EXPECT_EQ(t->encode("hi</s>ab"), (Ids{1, 265, 2, 259, 266}));
+  EXPECT_EQ(t->encode("\U0001F642 hi"), (Ids{1, 259, 243, 162, 156, 133, 265}));
+  EXPECT_EQ(t->decode({1, 265, 259, 266}), "<s> hi ab");
+  EXPECT_EQ(t->decode({1, 259, 265}), "<s>  hi");
+  EXPECT_EQ(t->decode({265, 259, 266}), "hi ab");  // the Strip decoder drops the prepended space
+  EXPECT_EQ(t->decode({1, 259, 243, 162, 156, 133, 265}), "<s> \U0001F642 hi");
+  EXPECT_FALSE(t->bytes_per_id());
+}
+
+TEST(TokenizerJsonPipeline, GemmaPipeline) {
+  auto t = sp_tokenizer([](json& j) {
+    j["normalizer"] = replace("String", " ", kMeta);
+    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}};
+    j["decoder"] = {{"type", "Sequence"},
+                    {"decoders", {replace("String", kMeta, " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}};
+  });
+  EXPECT_EQ(t->encode("hi ab"), (Ids{264, 259, 266}));
+  EXPECT_EQ(t->encode(" hi"), (Ids{265}));
+  EXPECT_EQ(t->encode("hi  ab "), (Ids{264, 259, 259, 266, 259}));
+  EXPECT_EQ(t->encode("ab\u00e9z"), (Ids{266, 198, 172, 125}));
+  EXPECT_EQ(t->encode(""), Ids{});
+  EXPECT_EQ(t->encode("<s>hi ab"), (Ids{1, 264, 259, 266}));
+  EXPECT_EQ(t->encode("\U0001F642 hi"), (Ids{243, 162, 156, 133, 265}));
+  for (const std::string s : {"hi ab", " hi", "hi  ab ", "ab\u00e9z", "\U0001F642 hi", "<s>hi ab", "hi</s>ab"})
+    EXPECT_EQ(t->decode(t->encode(s)), s) << s;
+  // <0xC3><0xA9><0xC3> is one run of byte tokens, not valid UTF-8 as a whole: three U+FFFD (tokenizers' rule).
+  EXPECT_EQ(t->decode({198, 172, 198}), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(t->decode({198, 172, 261, 198}), "\u00e9b\xEF\xBF\xBD");
+}
+
+TEST(TokenizerJsonPipeline, MetaspacePrependSchemes) {
+  auto with = [](const char* scheme, bool split) {
+    return sp_tokenizer([&](json& j) {
+      j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", scheme}, {"split", split}};
+      j["decoder"] = j["pre_tokenizer"];
+    });
+  };
+  auto always = with("always", true), first = with("first", true), never = with("never", true),
+       first_whole = with("first", false);
+  EXPECT_EQ(always->encode("hi ab"), (Ids{265, 259, 266}));
+  EXPECT_EQ(always->encode(" hi"), (Ids{265}));
+  EXPECT_EQ(always->encode("<s>hi ab"), (Ids{1, 265, 259, 266}));  // always: after a special token too
+  EXPECT_EQ(always->encode("hi</s>ab"), (Ids{265, 2, 259, 266}));
+  EXPECT_EQ(first->encode("hi ab"), (Ids{265, 259, 266}));
+  EXPECT_EQ(first->encode("<s>hi ab"), (Ids{1, 264, 259, 266}));  // first: only at the start of the input
+  EXPECT_EQ(first->encode("hi</s>ab"), (Ids{265, 2, 266}));
+  EXPECT_EQ(never->encode("hi ab"), (Ids{264, 259, 266}));
+  EXPECT_EQ(never->encode(" hi"), (Ids{265}));
+  EXPECT_EQ(first_whole->encode("hi  ab "), (Ids{265, 259, 259, 266, 259}));
+  EXPECT_EQ(first_whole->encode("<s>hi ab"), (Ids{1, 264, 259, 266}));
+  EXPECT_EQ(always->decode({1, 265, 259, 266}), "<s> hi ab");
+  EXPECT_EQ(always->decode({265, 2, 259, 266}), "hi</s> ab");
+  EXPECT_EQ(never->decode({264, 259, 266}), "hi ab");
+  EXPECT_EQ(never->decode({265}), " hi");
+}
+
+TEST(TokenizerJsonPipeline, StreamingEqualsOneShotDecode) {
+  // A decoder chain (not bytes per id): TextStream decodes windows of ids; the pieces must still add up.
+  auto t = sp_tokenizer([](json& j) {
+    j["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers", {{{"type", "Prepend"}, {"prepend", kMeta}}, replace("String", " ", kMeta)}}};
+    j["decoder"] = {{"type", "Sequence"},
+                    {"decoders",
+                     {replace("String", kMeta, " "),
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  });
+  for (const std::string s : {"hi ab \U0001F642 hi", "ab\u00e9z hi  ab", "\u65e5\u672c hi"}) {
+    const auto prompt = t->encode("hi");
+    const auto ids = t->encode(s);
+    const std::string want = t->decode(cat(prompt, ids)).substr(t->decode(prompt).size());
+    for (size_t chunk : {1, 2, 5}) {
+      TextStream ts(*t, prompt);
+      std::vector<int32_t> so_far;
+      std::string streamed;
+      for (size_t i = 0; i < ids.size(); i += chunk) {
+        so_far.insert(so_far.end(), ids.begin() + i, ids.begin() + std::min(ids.size(), i + chunk));
+        streamed += ts.push(so_far);
+      }
+      streamed += ts.finish();
+      EXPECT_EQ(streamed, want) << s << " chunk " << chunk;
+    }
   }
 }

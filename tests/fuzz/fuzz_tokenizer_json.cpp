@@ -1,7 +1,8 @@
-// Fuzzes tokenizer.json (Hugging Face byte-level BPE, parse_tokenizer_json), then encodes texts (ASCII, multi-byte
-// and invalid UTF-8, special-token text, digits, whitespace), decodes ids (including out-of-range ones) and
-// streams with TextStream. Every encoded id must lie inside the vocabulary. The tokenizer_config.json settings
-// (add_bos_token, bos_token when the file names it, the model's bos id) vary with the input's size.
+// Fuzzes tokenizer.json (Hugging Face BPE, byte-level and SentencePiece-style pipelines, parse_tokenizer_json),
+// then encodes texts (ASCII, multi-byte and invalid UTF-8, special-token text, digits, whitespace), decodes ids
+// (including out-of-range ones) and streams with TextStream. Every encoded id must lie inside the vocabulary. The
+// tokenizer_config.json settings (add_bos_token, bos_token when the file names it, the model's bos id) vary with
+// the input's size.
 #include "fuzz_common.h"
 #include "lookahead/tokenizer/tokenizer_json.h"
 

@@ -142,6 +142,27 @@ def tokenizer_json(merges, pre, post=None, normalizer=None, added=()):
                       ensure_ascii=False, separators=(",", ":"))
 
 
+def sp_tokenizer_json(normalizer, pre, decoder):
+    """A SentencePiece-style BPE: <unk> <s> </s>, the byte tokens <0x00>..<0xFF>, then a few metaspace pieces."""
+    meta = "\u2581"
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = 3 + b
+    for t in [meta, "h", "e", "l", "o", "he", meta + "he", "ll", meta + "hell", "1", "2"]:
+        vocab.setdefault(t, len(vocab))
+    merges = [["h", "e"], [meta, "he"], ["l", "l"], [meta + "he", "ll"]]
+    added = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for i, c in enumerate(["<unk>", "<s>", "</s>"])]
+    post = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                     {"Sequence": {"id": "A", "type_id": 0}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    return json.dumps({"version": "1.0", "added_tokens": added, "normalizer": normalizer, "pre_tokenizer": pre,
+                       "post_processor": post, "decoder": decoder,
+                       "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "fuse_unk": True,
+                                 "byte_fallback": True, "vocab": vocab, "merges": merges}},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
 def tokenizer_json_seeds():
     merges = [(" ", "t"), ("h", "e"), (" t", "he"), ("i", "n"), ("1", "2"), ("e", "r")]
     gpt2 = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
@@ -164,6 +185,25 @@ def tokenizer_json_seeds():
     put("tokenizer_json", "qwen2_nfc.json", tokenizer_json(merges[:3], qwen, None, {"type": "NFC"},
                                                            [("<|im_start|>", True), ("hello", False)]))
     put("tokenizer_json", "unigram.json", json.dumps({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}))
+    # SentencePiece-style files (byte fallback, no ByteLevel): the Llama-2, Gemma and Metaspace pipelines.
+    meta = "\u2581"
+    rep = lambda a, b: {"type": "Replace", "pattern": {"String": a}, "content": b}
+    llama2_norm = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": meta}, rep(" ", meta)]}
+    llama2_dec = {"type": "Sequence", "decoders": [rep(meta, " "), {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                   {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    put("tokenizer_json", "llama2_sp.json", sp_tokenizer_json(llama2_norm, None, llama2_dec))
+    gemma_pre = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
+    gemma_dec = {"type": "Sequence", "decoders": [rep(meta, " "), {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    put("tokenizer_json", "gemma_sp.json", sp_tokenizer_json(rep(" ", meta), gemma_pre, gemma_dec))
+    mix_norm = {"type": "Sequence", "normalizers": [{"type": "Strip", "strip_left": True, "strip_right": True},
+                                                    {"type": "NFKC"}, {"type": "Lowercase"},
+                                                    {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}]}
+    mix_pre = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True},
+        {"type": "Metaspace", "replacement": meta, "prepend_scheme": "first", "split": True}]}
+    mix_dec = {"type": "Sequence", "decoders": [{"type": "ByteFallback"},
+                                                {"type": "Metaspace", "replacement": meta, "prepend_scheme": "always"}]}
+    put("tokenizer_json", "metaspace_mix.json", sp_tokenizer_json(mix_norm, mix_pre, mix_dec))
 
 
 # ---- JSONL prompt records
@@ -173,6 +213,18 @@ def prompt_seeds():
                                          '{"prompt": "no id", "extra": [1, {"x": null}]}\n')
     put("prompt_jsonl", "bad.jsonl", '{"id": 1, "prompt": 5}\n{"prompt_ids": []}\n{"prompt_ids": [1.5]}\n[1,2]\n')
     put("prompt_jsonl", "big_ids.jsonl", '{"prompt_ids": [2147483647, -2147483648, 0]}\n')
+
+
+# ---- JSONL tokenize records (tokenize --input, with and without --decode)
+def tokenize_seeds():
+    put("tokenize_jsonl", "records.jsonl", '{"id": "a", "text": "Once upon a time"}\n'
+                                           '{"prompt": "Lily went"}\n\n{"id": 7, "text": ""}\n')
+    put("tokenize_jsonl", "decode.jsonl", '{"id": 1, "ids": [1, 403, 407]}\n{"ids": [2147483647, 0]}\n')
+    put("resume_jsonl", "records.jsonl", '{"id": 0, "prompt_ids": [1, 5], "ids": [7, 8], "text": "hi", '
+                                         '"finish_reason": "length", "stats": {"steps": 2}}\n\n{"id": "b", "ids": []}\n')
+    put("resume_jsonl", "bad.jsonl", '{"ids": [1]}\n[1, 2]\n{"id": 1\n{"id": {"nested": [1, [2, [3]]]}}\n')
+    put("tokenize_jsonl", "bad.jsonl", '{"id": 1, "ids": [5, -2]}\n{"ids": "1,2"}\n{"text": 5}\n[1,2]\n'
+                                       '{"ids": [4294967297]}\n')
 
 
 # ---- trie state: magic, u32 version 1, u32 branch length, u64 count, {i32 token, u32 parent, f64 gen}, then
@@ -262,6 +314,7 @@ if __name__ == "__main__":
     config_seeds()
     tokenizer_json_seeds()
     prompt_seeds()
+    tokenize_seeds()
     trie_seeds()
     pool_seeds()
     suffix_seeds()

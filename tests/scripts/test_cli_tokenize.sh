@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `lookahead tokenize` through the real binary: the ids equal generate's prompt_ids (one code path), --decode
 # reverses them, a model directory with only a tokenizer.json is used by generate; bad input (flags, JSONL,
-# corrupt tokenizer.json for tokenize and for generate) gives one error line and a non-zero exit.
+# corrupt tokenizer.json for tokenize and for generate) gives one error line and a non-zero exit. Regression: a
+# JSONL record whose "id" nests 300,000 arrays deep ended `tokenize --input` in SIGSEGV (exit 139); every reader of
+# such a file (tokenize, tokenize --decode, generate --input, generate --resume's output file) now exits 1 with
+# one `lookahead: error:` line.
 # labels: cli;tokenizer
 # timeout: 300
 set -u
@@ -39,6 +42,30 @@ def model_dir(name, tokenizer_text, keep_config=False):
     open(os.path.join(d, "tokenizer.json"), "w").write(tokenizer_text); return d
 text = json.dumps(tok)
 model_dir("bpe", text)
+# A SentencePiece-style tokenizer.json (Llama-2 pipeline: Prepend + Replace normalizers, byte fallback, Replace +
+# ByteFallback + Fuse + Strip decoders, a template BOS), small enough for stories260K's 512 ids.
+meta = "\u2581"
+spv = {"<unk>": 0, "<s>": 1, "</s>": 2}
+for b in range(256):
+    spv["<0x%02X>" % b] = 3 + b
+for piece in [meta] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["he", meta + "t", meta + "the", meta + "a"]:
+    spv[piece] = len(spv)
+while len(spv) < 512:  # every id of the model has a token (fillers no merge makes)
+    spv["[%d]" % len(spv)] = len(spv)
+rep = lambda a, b: {"type": "Replace", "pattern": {"String": a}, "content": b}
+sp = {"version": "1.0", "added_tokens": [{"id": i, "content": c, "special": True, "normalized": False}
+                                         for i, c in enumerate(["<unk>", "<s>", "</s>"])],
+      "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": meta}, rep(" ", meta)]},
+      "pre_tokenizer": None,
+      "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                                  {"Sequence": {"id": "A", "type_id": 0}}],
+                         "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+      "decoder": {"type": "Sequence", "decoders": [rep(meta, " "), {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                   {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+      "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True, "vocab": spv,
+                "merges": [["h", "e"], [meta, "t"], [meta + "t", "he"], [meta, "a"]]}}
+model_dir("sp", json.dumps(sp))
+open(os.path.join(t, "sp_prompt.jsonl"), "w").write(json.dumps({"id": 0, "prompt": "the cat \u00e9"}) + "\n")
 model_dir("badbos", text, keep_config=True)
 model_dir("corrupt", "{\"model\": {\"type\": \"BPE\", \"vocab\": {")
 model_dir("truncated", text[: len(text) // 2])
@@ -55,6 +82,11 @@ open(os.path.join(t, "bad.jsonl"), "w").write('{"id": 1, "text": "hi"}\n{"id": 2
 open(os.path.join(t, "notext.jsonl"), "w").write('{"id": 1, "words": "hi"}\n')
 open(os.path.join(t, "badids.jsonl"), "w").write('{"id": 1, "ids": "1,2"}\n')
 open(os.path.join(t, "negids.jsonl"), "w").write('{"id": 1, "ids": [5, -2]}\n')
+deep = "[" * 300000 + "]" * 300000
+open(os.path.join(t, "deep.jsonl"), "w").write('{"id": %s, "text": "hi"}\n' % deep)
+open(os.path.join(t, "deep_ids.jsonl"), "w").write('{"id": %s, "ids": [1]}\n' % deep)
+open(os.path.join(t, "deep_prompt.jsonl"), "w").write('{"id": %s, "prompt": "hi"}\n' % deep)
+open(os.path.join(t, "deep_out.jsonl"), "w").write('{"id": %s, "ids": [1]}\n' % deep)
 PY
 
 # ---- what works ----
@@ -83,6 +115,33 @@ check "--decode of a tokenizer.json: special tokens as their text" \
   test "$("$BIN" tokenize --tokenizer "$T/bpe" --decode --ids 97,256,257)" = '{"id":0,"text":"a t<|end|>"}'
 "$BIN" generate --model "$T/bpe" --prompt "a t" --max-new-tokens 4 >"$T/stream.out" 2>"$T/err"
 check "generate streams with a tokenizer.json-only model directory" grep -q "^a t" "$T/stream.out"
+# t=269 h=267 e=264 -> he=286, ▁t=287, ▁the=288; ▁a=289; c=262; é by byte fallback (0xC3 0xA9 -> 198 172).
+check "a SentencePiece-style tokenizer.json: template BOS, merges, byte fallback" \
+  test "$("$BIN" tokenize --tokenizer "$T/sp" --text "the cat é")" = '{"id":0,"ids":[1,288,259,262,260,279,259,198,172]}'
+check "--decode of a SentencePiece-style tokenizer.json: the decoder chain (the prepended space stripped)" \
+  test "$("$BIN" tokenize --tokenizer "$T/sp" --decode --ids 288,259,262,260,279,259,198,172)" = '{"id":0,"text":"the cat é"}'
+# Its decoder is a chain, not bytes per id: the stream decodes windows of ids. The streamed text must equal the
+# record's text, and that the decode of prompt + new ids minus the decode of the prompt.
+"$BIN" generate --model "$T/sp" --prompt "the cat é" --max-new-tokens 40 >"$T/sp_stream.out" 2>"$T/err"
+"$BIN" generate --quiet --model "$T/sp" --input "$T/sp_prompt.jsonl" --output "$T/sp_gen.jsonl" --max-new-tokens 40 2>>"$T/err"
+python3 - "$T" >"$T/sp_decode.jsonl" <<'PY'
+import json, sys
+r = json.loads(open(f"{sys.argv[1]}/sp_gen.jsonl").readline())
+print(json.dumps({"id": "all", "ids": r["prompt_ids"] + r["ids"]})); print(json.dumps({"id": "prompt", "ids": r["prompt_ids"]}))
+PY
+"$BIN" tokenize --tokenizer "$T/sp" --decode --input "$T/sp_decode.jsonl" >"$T/sp_decoded.jsonl" 2>>"$T/err"
+check "generate with a SentencePiece-style tokenizer.json: stream == record text == decode(prompt + new) - decode(prompt)" \
+  python3 - "$T" <<'PY'
+import json, sys
+t = sys.argv[1]
+r = json.loads(open(f"{t}/sp_gen.jsonl").readline())
+d = {x["id"]: x["text"] for x in map(json.loads, open(f"{t}/sp_decoded.jsonl"))}
+stream = open(f"{t}/sp_stream.out", encoding="utf-8").read()
+assert len(r["ids"]) > 10 and r["text"].strip(), r
+assert d["prompt"] == "<s> the cat é", d
+assert stream == "the cat é" + r["text"] + "\n", (stream, r["text"])
+assert d["all"].startswith(d["prompt"]) and r["text"] == d["all"][len(d["prompt"]):], (d, r["text"])
+PY
 
 # ---- bad input: one error line, non-zero exit ----
 expect_error "give --model DIR or --tokenizer DIR" tokenize --text hi
@@ -106,6 +165,18 @@ expect_error "'zz', which is not in the vocabulary" tokenize --tokenizer "$T/bad
 expect_error "invalid regex '(a'" tokenize --tokenizer "$T/badregex" --text hi
 expect_error "unrecognised option '--bogus'" tokenize --model "$M" --text hi --bogus
 expect_error "bos_token '<s>' is not a token" tokenize --model "$T/badbos" --text hi
+# The deeply nested id: exit code exactly 1 (not 139) and one `lookahead: error:` line, from every reader.
+expect_exit1() {  # expect_exit1 "needle" args...
+  expect_error "$@"
+  local rc; "$BIN" "${@:2}" >/dev/null 2>"$T/err1"; rc=$?
+  n=$((n+1))
+  if [ $rc -eq 1 ] && grep -q "^lookahead: error: .*$1" "$T/err1"; then echo "ok: exit 1: $(echo "${*:2}" | head -c 140)"
+  else echo "FAIL: lookahead ${*:2} -> rc=$rc (wanted 1 and a 'lookahead: error:' line)"; fails=$((fails+1)); fi
+}
+expect_exit1 "deep.jsonl:1: invalid JSON (nesting deeper than" tokenize --model "$M" --input "$T/deep.jsonl"
+expect_exit1 "deep_ids.jsonl:1: invalid JSON (nesting deeper than" tokenize --model "$M" --decode --input "$T/deep_ids.jsonl"
+expect_exit1 "deep_prompt.jsonl:1: invalid JSON (nesting deeper than" generate --quiet --model "$M" --input "$T/deep_prompt.jsonl" --output "$T/o.jsonl"
+expect_exit1 "line 1 is not valid JSON" generate --quiet --model "$M" --input "$T/prompts.jsonl" --output "$T/deep_out.jsonl" --resume
 G=(generate --quiet --max-new-tokens 4 --prompt hi)
 expect_error "corrupt/tokenizer.json: invalid JSON" "${G[@]}" --model "$T/corrupt"
 expect_error "truncated/tokenizer.json: invalid JSON" "${G[@]}" --model "$T/truncated"

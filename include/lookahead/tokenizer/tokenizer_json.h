@@ -1,4 +1,5 @@
-// Hugging Face tokenizer.json tokenizers (byte-level BPE: GPT-2, Llama-3, Qwen2, SmolLM2 layouts). No libtorch.
+// Hugging Face tokenizer.json tokenizers with a BPE model: byte-level (GPT-2, Llama-3, Qwen2/3, SmolLM2)
+// and SentencePiece-style with byte fallback (Llama-2, Mistral, TinyLlama, Phi-3, Gemma-2/3). No libtorch.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,7 +16,7 @@ struct HfTokenizerConfig {
 };
 
 // Parses the text of a tokenizer.json. `origin` names it in errors. Anything malformed or unsupported (model
-// type other than BPE, not byte-level, unknown normalizer or pre-tokenizer, bad regex, merges naming missing
+// type other than BPE, unknown normalizer, pre-tokenizer or decoder, bad regex, merges naming missing
 // tokens) throws one la::Error naming `origin` and the problem; nothing else is thrown for bad input.
 std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& json_text,
                                                 const std::string& origin = "tokenizer.json",
