@@ -361,7 +361,12 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   const at::Device dev = make_device(o);
   auto w = load_weights(o, dev, dt);
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : ThreadPool::default_threads());
-  auto m = std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + ", " + o.device + "]", o.kernels == "on",
+  // A GGUF's weights were dequantized at load (src/model/gguf_model.cpp): the load line names what from.
+  const std::string& src = w->cfg.source_dtype;
+  const bool gguf = src.rfind("GGUF ", 0) == 0;
+  const bool plain = src == "GGUF F32" || src == "GGUF F16" || src == "GGUF BF16";
+  const std::string from = !gguf ? "" : plain ? ", from " + src : ", dequantized from " + src.substr(5);
+  auto m = std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + from + ", " + o.device + "]", o.kernels == "on",
                                         o.cuda_graphs, o.cuda_gemm == "fixed", std::move(pool));
   return apply_selfcheck(std::move(m), o);
 }

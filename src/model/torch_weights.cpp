@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "lookahead/model/gguf_model.h"
 #include "lookahead/model/safetensors.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -76,6 +77,19 @@ std::map<std::string, at::Tensor> checkpoint_tensors(const std::string& dir, con
     if (!ck.has(n)) continue;
     LA_CHECK(ck.get(n).shape == std::vector<int64_t>{cfg.hidden}, dir, ": tensor '", n, "' has the wrong shape");
     w[n] = tensor_of(ck, n).clone();
+  }
+  return w;
+}
+
+// A GGUF file's weights, dequantized to fp32 then narrowed to `dt` one tensor at a time (src/model/gguf_model.cpp:
+// names, q/k row order, Gemma norms).
+std::map<std::string, at::Tensor> gguf_tensors(const std::string& path, const ModelConfig& cfg, at::ScalarType dt) {
+  const GgufFile f = GgufFile::open(path);
+  std::map<std::string, at::Tensor> w;
+  for (const GgufWeight& g : gguf_weights(f, cfg)) {
+    at::Tensor t = at::empty(g.shape, at::TensorOptions().dtype(at::kFloat));
+    gguf_dequantize(g, t.data_ptr<float>());
+    w[g.name] = dt == at::kFloat ? t : t.to(dt);
   }
   return w;
 }
@@ -164,7 +178,7 @@ std::shared_ptr<const TorchWeights> load_weights(const LoadOptions& o, at::Devic
     w = random_tensors(W->cfg, seed);
   } else {
     W->cfg = load_model_config(o.model);
-    w = checkpoint_tensors(o.model, W->cfg);
+    w = is_gguf_path(o.model) ? gguf_tensors(o.model, W->cfg, dt) : checkpoint_tensors(o.model, W->cfg);
   }
   // --max-context: the context (and so the KV cache's largest size) below the model's own limit.
   LA_CHECK(o.max_context >= 0, "invalid --max-context ", o.max_context, " (expected a token count, 0: the model's)");
