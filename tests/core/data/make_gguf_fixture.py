@@ -6,8 +6,13 @@
   the same values dequantized by the `gguf` package's numpy code (gguf.quants.dequantize, which transformers uses
   when it loads a GGUF), so the C++ dequantizer is checked bit for bit against an independent implementation.
 
+With --tiny-model it writes instead a tiny llama-architecture model (2 layers, hidden 32, Q8_0 and F32 weights, a
+SentencePiece-style vocabulary of bytes and a few pieces, a ChatML template): the second seed of fuzz_gguf.
+
 Run with the venv python of launch/setup.sh (it has gguf 0.19):
-  ~/.cache/lookahead/torch-2.11.0/bin/python tests/core/data/make_gguf_fixture.py tests/core/data/gguf_fixture.gguf
+  PY=~/.cache/lookahead/torch-2.11.0/bin/python
+  $PY tests/core/data/make_gguf_fixture.py tests/core/data/gguf_fixture.gguf
+  $PY tests/core/data/make_gguf_fixture.py --tiny-model tests/fuzz/gguf/tiny_llama.gguf
 """
 import sys
 
@@ -72,5 +77,57 @@ def main(out):
     w.close()
 
 
+def tiny_model(out):
+    rng = np.random.default_rng(7)
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tokens += ["\u2581a", "\u2581the", "\u2581cat", "at", "\u2581s", "on", "\u2581", "t", "h", "e"]
+    types = [2, 3, 3] + [6] * 256 + [1] * 10
+    scores = [0.0] * 259 + [-float(i) for i in range(10)]
+    V, H, F, L = len(tokens), 32, 64, 2
+    w = gguf.GGUFWriter(out, "llama")
+    w.add_context_length(64)
+    w.add_embedding_length(H)
+    w.add_block_count(L)
+    w.add_feed_forward_length(F)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(7)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_chat_template("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                        "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+                        "{% endif %}")
+
+    def mat(name, rows, cols):
+        x = rng.normal(0, 0.2, size=(rows, cols)).astype(np.float32)
+        w.add_tensor(name, gguf.quants.quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+    mat("token_embd.weight", V, H)
+    for l in range(L):
+        p = f"blk.{l}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(H, np.float32))
+        mat(p + "attn_q.weight", H, H)
+        mat(p + "attn_k.weight", 16, H)
+        mat(p + "attn_v.weight", 16, H)
+        mat(p + "attn_output.weight", H, H)
+        w.add_tensor(p + "ffn_norm.weight", np.ones(H, np.float32))
+        mat(p + "ffn_gate.weight", F, H)
+        mat(p + "ffn_up.weight", F, H)
+        w.add_tensor(p + "ffn_down.weight", rng.normal(0, 0.2, size=(H, F)).astype(np.float32))
+    w.add_tensor("output_norm.weight", np.ones(H, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--tiny-model":
+        tiny_model(sys.argv[2])
+    else:
+        main(sys.argv[1])
