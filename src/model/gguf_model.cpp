@@ -295,6 +295,24 @@ void gguf_dequantize(const GgufWeight& w, float* out) {
     for (int64_t i = 0; i < rows * cols; ++i) out[i] -= 1.0f;
 }
 
+std::vector<const uint8_t*> gguf_rows(const GgufWeight& w) {
+  const GgufTensor& t = *w.tensor;
+  const int64_t cols = t.ne[0], rows = t.numel() / cols;
+  const QTypeInfo q = qtype_info(t.type);
+  const size_t row_bytes = static_cast<size_t>(cols / q.block) * size_t(q.bytes);
+  std::vector<const uint8_t*> out(static_cast<size_t>(rows));
+  const int64_t per_head = w.unpermute_heads > 0 ? rows / w.unpermute_heads : rows, half = per_head / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t src = r;
+    if (w.unpermute_heads > 0) {  // HF row h * per_head + j * half + i is file row h * per_head + 2 i + j
+      const int64_t h = r / per_head, rem = r % per_head, j = rem / half, i = rem % half;
+      src = h * per_head + 2 * i + j;
+    }
+    out[static_cast<size_t>(r)] = t.data + src * row_bytes;
+  }
+  return out;
+}
+
 std::string gguf_weights_summary(const GgufFile& f) {
   static const std::map<int64_t, const char*> ftypes = {
       {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},

@@ -4,9 +4,9 @@
 // wire format: Debian's libsentencepiece-dev ships no .pb.h) and loaded by Debian's sentencepiece, so encoding is
 // sentencepiece's own: a BPE model over the scores (what llama.cpp's SPM tokenizer does too: the GGUF does not
 // record the model type), byte fallback when the vocabulary has byte tokens, no normalization rule (llama.cpp
-// applies none), a dummy prefix as tokenizer.ggml.add_space_prefix says. Control tokens written in the text
-// (<start_of_turn>, <|im_start|>, ...) are matched as tokens before sentencepiece sees the rest, as Hugging Face's
-// tokenizers and llama.cpp (parse_special) do for chat prompts.
+// applies none), a dummy prefix as tokenizer.ggml.add_space_prefix says. Control and user-defined tokens written
+// in the text (<start_of_turn>, <|im_start|>, Gemma's runs of spaces) are matched as tokens before sentencepiece
+// sees the rest, as Hugging Face's tokenizers and llama.cpp (parse_special) do.
 //
 // "gpt2": the vocabulary, the merges and the pre-tokenizer that tokenizer.ggml.pre names (llama.cpp's names: the
 // GPT-2 default, llama-bpe, qwen2, smollm/starcoder/refact) become a Hugging Face tokenizer.json, parsed by the
@@ -137,13 +137,18 @@ class GgufSpTokenizer : public Tokenizer {
       field_float(piece, 2, v.scores.empty() ? 0.f : static_cast<float>(v.scores[i]));
       field_varint(piece, 3, static_cast<uint64_t>(type));
       field_bytes(proto, 1, piece);
-      if (type == kControl) specials_.add(v.tokens[i], static_cast<int32_t>(i));
+      // Control and user-defined tokens are matched in the raw text (Gemma's user-defined "  " runs of spaces
+      // too, before spaces become "▁"), as Hugging Face's added tokens and llama.cpp's special-token partition.
+      if (type == kControl || type == kUserDefined) specials_.add(v.tokens[i], static_cast<int32_t>(i));
     }
     LA_CHECK(have_unk, "GGUF '", o, "': the llama (SentencePiece) vocabulary has no unknown token (token type 2 or "
              "tokenizer.ggml.unknown_token_id)");
     std::string trainer;
     field_varint(trainer, 3, 2);  // model_type BPE
     if (bytes) field_varint(trainer, 35, 1);  // byte_fallback
+    // Pieces made of whitespace only ("▁▁", Gemma's runs of spaces) are ordinary pieces, as in llama.cpp's SPM
+    // tokenizer (sentencepiece's default would keep them out of encoding).
+    field_varint(trainer, 26, 1);  // allow_whitespace_only_pieces
     field_bytes(proto, 2, trainer);
     std::string norm;
     field_bytes(norm, 1, "identity");

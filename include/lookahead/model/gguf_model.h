@@ -29,6 +29,8 @@ struct GgufWeight {
 std::vector<GgufWeight> gguf_weights(const GgufFile& f, const ModelConfig& c);
 // The weight's values in fp32, row-major (shape's element count floats at out).
 void gguf_dequantize(const GgufWeight& w, float* out);
+// Where each row of the weight (in Hugging Face row order, the permutation undone) starts in the file.
+std::vector<const uint8_t*> gguf_rows(const GgufWeight& w);
 // What the file's weights are, for the load line: "Q4_K_M" (general.file_type), else the types by count.
 std::string gguf_weights_summary(const GgufFile& f);
 

@@ -1,0 +1,332 @@
+// The quantized GEMM (layout and fixed order: include/lookahead/cpu/gemm_quant.h).
+//
+// A tile is one panel (8 weight rows) x C token rows (C <= 8 accumulators of 8 lanes): per k the 8 rows' codes are
+// widened to fp32 in registers (4-bit: one uint32 broadcast, shifted per lane; 8-bit: 8 bytes sign-extended), scaled
+// by the group's A (and offset by B), and fused-multiply-added into each token row's accumulator. Only functions
+// marked LA_AVX2 use AVX2/FMA; the portable path does the same scalar operations (std::fma) in the same order, so
+// both give the same bits. Compiled with -ffp-contract=off (every src/cpu file).
+#include "lookahead/cpu/gemm_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "lookahead/cpu/dtype.h"
+#include "lookahead/cpu/isa.h"
+#include "lookahead/cpu/quant.h"
+#include "lookahead/util/error.h"
+
+#include "avx2_lanes.h"
+
+namespace la {
+namespace {
+
+constexpr int kLanes = 8;
+constexpr int kMaxCols = 8;  // token rows per tile
+
+// How a type's codes and scales are laid out in the panels.
+struct Format {
+  bool nibble;   // 4-bit codes (one uint32 per k), else int8 codes
+  bool offset;   // B present
+  int group;     // k per group (32, or 16 for Q6_K)
+  int zero;      // 4-bit codes: subtracted before widening (Q4_0: 8)
+  int code_bytes() const { return nibble ? 4 : 8; }
+  size_t group_bytes() const { return size_t(offset ? 64 : 32) + size_t(group) * code_bytes(); }
+};
+
+bool format_of(uint32_t t, Format& f) {
+  switch (static_cast<QType>(t)) {
+    case QType::Q4_0: f = {true, false, 32, 8}; return true;
+    case QType::Q4_1: f = {true, true, 32, 0}; return true;
+    case QType::Q4_K: f = {true, true, 32, 0}; return true;
+    case QType::Q5_0: f = {false, false, 32, 0}; return true;
+    case QType::Q5_1: f = {false, true, 32, 0}; return true;
+    case QType::Q5_K: f = {false, true, 32, 0}; return true;
+    case QType::Q8_0: f = {false, false, 32, 0}; return true;
+    case QType::Q6_K: f = {false, false, 16, 0}; return true;
+    default: return false;
+  }
+}
+
+inline float half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& mn) {  // as quant.cpp (Q4_K/Q5_K scales)
+  if (j < 4) {
+    sc = s[j] & 63;
+    mn = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// One block of one row split into per-group A, B and per-element codes (the integer the kernel widens: for 4-bit
+// types the raw 0..15, the kernel subtracting `zero`; for others the code itself, zero point already removed).
+// The dequantized element is A[g] * float(code) + B[g], with the operations of quant.cpp.
+void split_block(uint32_t t, const uint8_t* b, float* A, float* B, int* code) {
+  switch (static_cast<QType>(t)) {
+    case QType::Q4_0:
+    case QType::Q4_1: {
+      const bool min = t == uint32_t(QType::Q4_1);
+      A[0] = half(b);
+      B[0] = min ? half(b + 2) : -0.0f;
+      const uint8_t* qs = b + (min ? 4 : 2);
+      for (int j = 0; j < 16; ++j) code[j] = qs[j] & 0xF, code[j + 16] = qs[j] >> 4;
+      return;
+    }
+    case QType::Q5_0:
+    case QType::Q5_1: {
+      const bool min = t == uint32_t(QType::Q5_1);
+      A[0] = half(b);
+      B[0] = min ? half(b + 2) : -0.0f;
+      uint32_t qh;
+      std::memcpy(&qh, b + (min ? 4 : 2), 4);
+      const uint8_t* qs = b + (min ? 8 : 6);
+      for (int j = 0; j < 16; ++j) {
+        code[j] = int((qs[j] & 0xF) | (((qh >> j) & 1u) << 4)) - (min ? 0 : 16);
+        code[j + 16] = int((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - (min ? 0 : 16);
+      }
+      return;
+    }
+    case QType::Q8_0: {
+      A[0] = half(b);
+      B[0] = -0.0f;
+      for (int j = 0; j < 32; ++j) code[j] = static_cast<int8_t>(b[2 + j]);
+      return;
+    }
+    case QType::Q4_K:
+    case QType::Q5_K: {
+      const bool five = t == uint32_t(QType::Q5_K);
+      const float d = half(b), dmin = half(b + 2);
+      const uint8_t* sc = b + 4;
+      const uint8_t* qh = b + 16;
+      const uint8_t* q = b + (five ? 48 : 16);
+      for (int g = 0; g < 8; ++g) {
+        int s, m;
+        scale_min_k4(g, sc, s, m);
+        A[g] = d * float(s);
+        B[g] = -(dmin * float(m));
+      }
+      for (int g = 0; g < 4; ++g)
+        for (int l = 0; l < 32; ++l) {
+          int lo = q[32 * g + l] & 0xF, hi = q[32 * g + l] >> 4;
+          if (five) lo |= ((qh[l] >> (2 * g)) & 1) << 4, hi |= ((qh[l] >> (2 * g + 1)) & 1) << 4;
+          code[64 * g + l] = lo;
+          code[64 * g + 32 + l] = hi;
+        }
+      return;
+    }
+    case QType::Q6_K: {
+      const uint8_t* ql = b;
+      const uint8_t* qh = b + 128;
+      const int8_t* S = reinterpret_cast<const int8_t*>(b + 192);
+      const float d = half(b + 208);
+      for (int g = 0; g < 16; ++g) A[g] = d * float(S[g]), B[g] = -0.0f;
+      for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t* L = ql + 64 * h;
+          const uint8_t H = qh[32 * h + l];
+          int* c = code + 128 * h;
+          c[l] = int((L[l] & 0xF) | ((H & 3) << 4)) - 32;
+          c[l + 32] = int((L[l + 32] & 0xF) | (((H >> 2) & 3) << 4)) - 32;
+          c[l + 64] = int((L[l] >> 4) | (((H >> 4) & 3) << 4)) - 32;
+          c[l + 96] = int((L[l + 32] >> 4) | (((H >> 6) & 3) << 4)) - 32;
+        }
+      return;
+    }
+    default: return;
+  }
+}
+
+// ---- tiles ----------------------------------------------------------------------------------------------------
+// acc[c][l] = sum over k in order of fma(w[8p + l][k], x[t0 + c][k]) for one panel p.
+template <bool NIB, bool OFF, int C>
+void tile_portable(const float* x, int K, const uint8_t* panel, const Format& f, int t0, float* out) {
+  float acc[C][kLanes] = {};
+  const uint8_t* g = panel;
+  for (int k0 = 0; k0 < K; k0 += f.group, g += f.group_bytes()) {
+    float A[kLanes], B[kLanes];
+    std::memcpy(A, g, 32);
+    if (OFF) std::memcpy(B, g + 32, 32);
+    const uint8_t* codes = g + (OFF ? 64 : 32);
+    for (int kk = 0; kk < f.group; ++kk) {
+      float w[kLanes];
+      for (int l = 0; l < kLanes; ++l) {
+        int c;
+        if (NIB) {
+          uint32_t u;
+          std::memcpy(&u, codes + 4 * kk, 4);
+          c = int((u >> (4 * l)) & 0xF) - f.zero;
+        } else {
+          c = static_cast<int8_t>(codes[8 * kk + l]);
+        }
+        w[l] = A[l] * float(c);
+        if (OFF) w[l] = w[l] + B[l];
+      }
+      const int k = k0 + kk;
+      for (int t = 0; t < C; ++t) {
+        const float xv = x[size_t(t0 + t) * K + k];
+        for (int l = 0; l < kLanes; ++l) acc[t][l] = std::fma(w[l], xv, acc[t][l]);
+      }
+    }
+  }
+  std::memcpy(out, acc, sizeof(acc));
+}
+
+#if defined(__x86_64__)
+template <bool NIB, bool OFF, int C>
+LA_AVX2 void tile_avx2(const float* x, int K, const uint8_t* panel, const Format& f, int t0, float* out) {
+  __m256 acc[C];
+  for (int t = 0; t < C; ++t) acc[t] = _mm256_setzero_ps();
+  const float* xr[C];
+  for (int t = 0; t < C; ++t) xr[t] = x + size_t(t0 + t) * K;
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i mask = _mm256_set1_epi32(0xF);
+  const __m256i zero = _mm256_set1_epi32(f.zero);
+  const uint8_t* g = panel;
+  const size_t gb = f.group_bytes();
+  for (int k0 = 0; k0 < K; k0 += f.group, g += gb) {
+    const __m256 A = _mm256_loadu_ps(reinterpret_cast<const float*>(g));
+    const __m256 B = OFF ? _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)) : _mm256_setzero_ps();
+    const uint8_t* codes = g + (OFF ? 64 : 32);
+    for (int kk = 0; kk < f.group; ++kk) {
+      __m256i c;
+      if constexpr (NIB) {
+        uint32_t u;
+        std::memcpy(&u, codes + 4 * kk, 4);
+        c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts), mask), zero);
+      } else {
+        c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
+      }
+      __m256 w = _mm256_mul_ps(A, _mm256_cvtepi32_ps(c));
+      if constexpr (OFF) w = _mm256_add_ps(w, B);
+      const int k = k0 + kk;
+      for (int t = 0; t < C; ++t) acc[t] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(xr[t] + k), acc[t]);
+    }
+  }
+  for (int t = 0; t < C; ++t) _mm256_storeu_ps(out + t * kLanes, acc[t]);
+}
+#endif
+
+using TileFn = void (*)(const float*, int, const uint8_t*, const Format&, int, float*);
+
+template <bool NIB, bool OFF, int... Cs>
+void fill(TileFn* row, bool avx2, std::integer_sequence<int, Cs...>) {
+#if defined(__x86_64__)
+  if (avx2) {
+    ((row[Cs] = &tile_avx2<NIB, OFF, Cs + 1>), ...);
+    return;
+  }
+#endif
+  ((row[Cs] = &tile_portable<NIB, OFF, Cs + 1>), ...);
+}
+
+struct Table {
+  TileFn fn[2][2][kMaxCols];  // [nibble][offset][C - 1]
+  explicit Table(bool avx2) {
+    const auto seq = std::make_integer_sequence<int, kMaxCols>{};
+    fill<false, false>(fn[0][0], avx2, seq);
+    fill<false, true>(fn[0][1], avx2, seq);
+    fill<true, false>(fn[1][0], avx2, seq);
+    fill<true, true>(fn[1][1], avx2, seq);
+  }
+};
+
+TileFn tile_for(const Format& f, int C, bool avx2) {
+  static const Table portable(false), fast(true);
+  return (avx2 ? fast : portable).fn[f.nibble][f.offset][C - 1];
+}
+
+// y = (acc + bias) (+ y), lane by lane, rows < N: the same two IEEE adds as the float GEMM's epilogue.
+void store(const float* acc, int C, int p, int t0, int N, const GemmOut& o) {
+  const int n0 = p * kLanes;
+  for (int t = 0; t < C; ++t) {
+    const float* a = acc + t * kLanes;
+    float* y = o.y + size_t(t0 + t) * o.ldy;
+    for (int l = 0; l < kLanes && n0 + l < N; ++l) {
+      float s = a[l];
+      if (o.bias) s += o.bias[n0 + l];
+      y[n0 + l] = o.accumulate ? y[n0 + l] + s : s;
+    }
+  }
+}
+
+}  // namespace
+
+bool quant_gemm_supports(uint32_t type) {
+  Format f;
+  return format_of(type, f);
+}
+
+PackedWeight pack_quant_weight(const QuantRows& q) {
+  Format f;
+  LA_CHECK(format_of(q.type, f), "pack_quant_weight: type ", qtype_name(q.type), " is not served quantized");
+  const QTypeInfo info = qtype_info(q.type);
+  LA_CHECK(!q.rows.empty() && q.cols > 0 && q.cols % info.block == 0, "pack_quant_weight: bad shape (",
+           q.rows.size(), " x ", q.cols, ")");
+  PackedWeight p;
+  p.quantized = true;
+  p.qtype = q.type;
+  p.rows = static_cast<int>(q.rows.size());
+  p.cols = q.cols;
+  const int groups = q.cols / f.group;
+  const size_t panel_bytes = size_t(groups) * f.group_bytes();
+  const size_t bytes = size_t(p.panels()) * panel_bytes;
+  void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  LA_CHECK(buf != nullptr, "pack_quant_weight: cannot allocate ", bytes, " bytes");
+  std::memset(buf, 0, bytes);
+  uint8_t* out = static_cast<uint8_t*>(buf);
+  const int gpb = info.block / f.group;  // groups per block
+  std::vector<float> A(static_cast<size_t>(gpb)), B(static_cast<size_t>(gpb));
+  std::vector<int> code(static_cast<size_t>(info.block));
+  for (int n = 0; n < p.rows; ++n) {
+    const int pnl = n / kLanes, lane = n % kLanes;
+    uint8_t* panel = out + size_t(pnl) * panel_bytes;
+    for (int blk = 0; blk < q.cols / info.block; ++blk) {
+      split_block(q.type, q.rows[size_t(n)] + size_t(blk) * info.bytes, A.data(), B.data(), code.data());
+      for (int gi = 0; gi < gpb; ++gi) {
+        uint8_t* g = panel + size_t(blk * gpb + gi) * f.group_bytes();
+        std::memcpy(g + 4 * lane, &A[gi], 4);
+        if (f.offset) std::memcpy(g + 32 + 4 * lane, &B[gi], 4);
+        uint8_t* codes = g + (f.offset ? 64 : 32);
+        for (int kk = 0; kk < f.group; ++kk) {
+          const int c = code[size_t(gi * f.group + kk)];
+          if (f.nibble) {
+            uint32_t u;
+            std::memcpy(&u, codes + 4 * kk, 4);
+            u |= uint32_t(c & 0xF) << (4 * lane);
+            std::memcpy(codes + 4 * kk, &u, 4);
+          } else {
+            codes[8 * kk + lane] = static_cast<uint8_t>(static_cast<int8_t>(c));
+          }
+        }
+      }
+    }
+  }
+  // Padding rows of the last panel: A = 0, B = -0 (zeroed memory has B = +0; the rows are never stored anyway).
+  p.data = buf;
+  p.storage = std::shared_ptr<const void>(buf, [](const void* v) { std::free(const_cast<void*>(v)); });
+  return p;
+}
+
+void gemm_quant_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o) {
+  Format f;
+  format_of(w.qtype, f);
+  const bool avx2 = cpu_isa() == CpuIsa::Avx2;
+  const size_t panel_bytes = size_t(w.cols / f.group) * f.group_bytes();
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  float acc[kMaxCols * kLanes];
+  for (int p = p0; p < p1; ++p)
+    for (int t = 0; t < M; t += kMaxCols) {
+      const int C = std::min(kMaxCols, M - t);
+      tile_for(f, C, avx2)(x, w.cols, base + size_t(p) * panel_bytes, f, t, acc);
+      store(acc, C, p, t, w.rows, o);
+    }
+}
+
+}  // namespace la
