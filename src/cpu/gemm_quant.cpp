@@ -1,8 +1,10 @@
 // The quantized GEMM (layout and fixed order: include/lookahead/cpu/gemm_quant.h).
 //
-// A tile is one panel (8 weight rows) x C token rows (C <= 8 accumulators of 8 lanes): per k the 8 rows' codes are
-// widened to fp32 in registers (4-bit: one uint32 broadcast, shifted per lane; 8-bit: 8 bytes sign-extended), scaled
-// by the group's A (and offset by B), and fused-multiply-added into each token row's accumulator. Only functions
+// Steps of 1-3 rows: a tile is one panel (8 weight rows) x C token rows (C accumulators of 8 lanes): per k the 8
+// rows' codes are widened to fp32 in registers (4-bit: one uint32 broadcast, shifted per lane; 8-bit: 8 bytes
+// sign-extended), scaled by the group's A (and offset by B), and fused-multiply-added into each row's accumulator.
+// Steps of 4 rows or more widen each group of a panel once into a 1 KiB buffer, then run every token row over it
+// (8 rows at a time, accumulators kept between groups): the same operations per output, in the same order. Only functions
 // marked LA_AVX2 use AVX2/FMA; the portable path does the same scalar operations (std::fma) in the same order, so
 // both give the same bits. Compiled with -ffp-contract=off (every src/cpu file).
 #include "lookahead/cpu/gemm_quant.h"
@@ -11,6 +13,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "lookahead/cpu/dtype.h"
 #include "lookahead/cpu/isa.h"
@@ -213,6 +217,118 @@ LA_AVX2 void tile_avx2(const float* x, int K, const uint8_t* panel, const Format
 }
 #endif
 
+// ---- steps of several rows: a group is widened once into wbuf[G][8] and every token row runs over it ----------
+// Each output keeps one accumulator (in acc, between groups) and still walks k in order with the same fma, so the
+// bits are the direct tile's; the group's widening is paid once per step instead of once per 8 rows.
+template <bool NIB, bool OFF>
+void widen_portable(const uint8_t* g, const Format& f, float* wbuf) {
+  const float* A = reinterpret_cast<const float*>(g);
+  const float* B = reinterpret_cast<const float*>(g + 32);
+  const uint8_t* codes = g + (OFF ? 64 : 32);
+  for (int kk = 0; kk < f.group; ++kk)
+    for (int l = 0; l < kLanes; ++l) {
+      int c;
+      if (NIB) {
+        uint32_t u;
+        std::memcpy(&u, codes + 4 * kk, 4);
+        c = int((u >> (4 * l)) & 0xF) - f.zero;
+      } else {
+        c = static_cast<int8_t>(codes[8 * kk + l]);
+      }
+      float a, w;
+      std::memcpy(&a, A + l, 4);
+      w = a * float(c);
+      if (OFF) {
+        float b;
+        std::memcpy(&b, B + l, 4);
+        w = w + b;
+      }
+      wbuf[kk * kLanes + l] = w;
+    }
+}
+
+template <int C>
+void run_buf_portable(const float* x, int K, int k0, int G, const float* wbuf, int t0, float* acc) {
+  for (int kk = 0; kk < G; ++kk)
+    for (int t = 0; t < C; ++t) {
+      const float xv = x[size_t(t0 + t) * K + k0 + kk];
+      for (int l = 0; l < kLanes; ++l)
+        acc[(t0 + t) * kLanes + l] = std::fma(wbuf[kk * kLanes + l], xv, acc[(t0 + t) * kLanes + l]);
+    }
+}
+
+#if defined(__x86_64__)
+template <bool NIB, bool OFF>
+LA_AVX2 void widen_avx2(const uint8_t* g, const Format& f, float* wbuf) {
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i mask = _mm256_set1_epi32(0xF), zero = _mm256_set1_epi32(f.zero);
+  const __m256 A = _mm256_loadu_ps(reinterpret_cast<const float*>(g));
+  const __m256 B = OFF ? _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)) : _mm256_setzero_ps();
+  const uint8_t* codes = g + (OFF ? 64 : 32);
+  for (int kk = 0; kk < f.group; ++kk) {
+    __m256i c;
+    if constexpr (NIB) {
+      uint32_t u;
+      std::memcpy(&u, codes + 4 * kk, 4);
+      c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts), mask), zero);
+    } else {
+      c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
+    }
+    __m256 w = _mm256_mul_ps(A, _mm256_cvtepi32_ps(c));
+    if constexpr (OFF) w = _mm256_add_ps(w, B);
+    _mm256_storeu_ps(wbuf + kk * kLanes, w);
+  }
+}
+
+template <int C>
+LA_AVX2 void run_buf_avx2(const float* x, int K, int k0, int G, const float* wbuf, int t0, float* acc) {
+  __m256 a[C];
+  for (int t = 0; t < C; ++t) a[t] = _mm256_loadu_ps(acc + (t0 + t) * kLanes);
+  const float* xr[C];
+  for (int t = 0; t < C; ++t) xr[t] = x + size_t(t0 + t) * K + k0;
+  for (int kk = 0; kk < G; ++kk) {
+    const __m256 w = _mm256_loadu_ps(wbuf + kk * kLanes);
+    for (int t = 0; t < C; ++t) a[t] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(xr[t] + kk), a[t]);
+  }
+  for (int t = 0; t < C; ++t) _mm256_storeu_ps(acc + (t0 + t) * kLanes, a[t]);
+}
+#endif
+
+using WidenFn = void (*)(const uint8_t*, const Format&, float*);
+using RunFn = void (*)(const float*, int, int, int, const float*, int, float*);
+
+WidenFn widen_for(const Format& f, bool avx2) {
+#if defined(__x86_64__)
+  if (avx2)
+    return f.nibble ? (f.offset ? &widen_avx2<true, true> : &widen_avx2<true, false>)
+                    : (f.offset ? &widen_avx2<false, true> : &widen_avx2<false, false>);
+#endif
+  return f.nibble ? (f.offset ? &widen_portable<true, true> : &widen_portable<true, false>)
+                  : (f.offset ? &widen_portable<false, true> : &widen_portable<false, false>);
+}
+
+template <int... Cs>
+void fill_run(RunFn* row, bool avx2, std::integer_sequence<int, Cs...>) {
+#if defined(__x86_64__)
+  if (avx2) {
+    ((row[Cs] = &run_buf_avx2<Cs + 1>), ...);
+    return;
+  }
+#endif
+  ((row[Cs] = &run_buf_portable<Cs + 1>), ...);
+}
+
+RunFn run_for(int C, bool avx2) {
+  struct T {
+    RunFn fn[kMaxCols];
+    explicit T(bool a) { fill_run(fn, a, std::make_integer_sequence<int, kMaxCols>{}); }
+  };
+  static const T portable(false), fast(true);
+  return (avx2 ? fast : portable).fn[C - 1];
+}
+
+constexpr int kBufferedFrom = 4;  // steps of at least this many rows widen each group once
+
 using TileFn = void (*)(const float*, int, const uint8_t*, const Format&, int, float*);
 
 template <bool NIB, bool OFF, int... Cs>
@@ -320,6 +436,25 @@ void gemm_quant_panels(const float* x, int M, const PackedWeight& w, int p0, int
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
   const size_t panel_bytes = size_t(w.cols / f.group) * f.group_bytes();
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  if (M >= kBufferedFrom) {
+    thread_local std::vector<float> acc;
+    alignas(32) float wbuf[32 * kLanes];
+    acc.resize(size_t(M) * kLanes);
+    const WidenFn widen = widen_for(f, avx2);
+    for (int p = p0; p < p1; ++p) {
+      std::fill(acc.begin(), acc.end(), 0.f);
+      const uint8_t* g = base + size_t(p) * panel_bytes;
+      for (int k0 = 0; k0 < w.cols; k0 += f.group, g += f.group_bytes()) {
+        widen(g, f, wbuf);
+        for (int t = 0; t < M; t += kMaxCols) {
+          const int C = std::min(kMaxCols, M - t);
+          run_for(C, avx2)(x, w.cols, k0, f.group, wbuf, t, acc.data());
+        }
+      }
+      store(acc.data(), M, p, 0, w.rows, o);
+    }
+    return;
+  }
   float acc[kMaxCols * kLanes];
   for (int p = p0; p < p1; ++p)
     for (int t = 0; t < M; t += kMaxCols) {
