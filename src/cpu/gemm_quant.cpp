@@ -1,10 +1,10 @@
 // The quantized GEMM (layout and fixed order: include/lookahead/cpu/gemm_quant.h).
 //
-// Steps of 1-3 rows: a tile is one panel (8 weight rows) x C token rows (C accumulators of 8 lanes): per k the 8
-// rows' codes are widened to fp32 in registers (4-bit: one uint32 broadcast, shifted per lane; 8-bit: 8 bytes
+// Steps of 1-3 rows: a tile is up to 4 panels (8 weight rows each) x C token rows (4 x C independent accumulator
+// chains of 8 lanes): per k each panel's 8 rows' codes are widened to fp32 in registers (4-bit: one uint32 broadcast, shifted per lane; 8-bit: 8 bytes
 // sign-extended), scaled by the group's A (and offset by B), and fused-multiply-added into each row's accumulator.
-// Steps of 4 rows or more widen each group of a panel once into a 1 KiB buffer, then run every token row over it
-// (8 rows at a time, accumulators kept between groups): the same operations per output, in the same order. Only functions
+// Steps of 4 rows or more widen each group of 3 panels once into a buffer, then run every token row over it in
+// tiles of 3 panels x 4 rows (accumulators kept between groups): the same operations per output, in the same order. Only functions
 // marked LA_AVX2 use AVX2/FMA; the portable path does the same scalar operations (std::fma) in the same order, so
 // both give the same bits. Compiled with -ffp-contract=off (every src/cpu file).
 #include "lookahead/cpu/gemm_quant.h"
@@ -27,7 +27,6 @@ namespace la {
 namespace {
 
 constexpr int kLanes = 8;
-constexpr int kMaxCols = 8;  // token rows per tile
 
 // How a type's codes and scales are laid out in the panels.
 struct Format {
@@ -147,73 +146,93 @@ void split_block(uint32_t t, const uint8_t* b, float* A, float* B, int* code) {
   }
 }
 
-// ---- tiles ----------------------------------------------------------------------------------------------------
-// acc[c][l] = sum over k in order of fma(w[8p + l][k], x[t0 + c][k]) for one panel p.
-template <bool NIB, bool OFF, int C>
-void tile_portable(const float* x, int K, const uint8_t* panel, const Format& f, int t0, float* out) {
-  float acc[C][kLanes] = {};
-  const uint8_t* g = panel;
-  for (int k0 = 0; k0 < K; k0 += f.group, g += f.group_bytes()) {
-    float A[kLanes], B[kLanes];
-    std::memcpy(A, g, 32);
-    if (OFF) std::memcpy(B, g + 32, 32);
-    const uint8_t* codes = g + (OFF ? 64 : 32);
-    for (int kk = 0; kk < f.group; ++kk) {
-      float w[kLanes];
-      for (int l = 0; l < kLanes; ++l) {
-        int c;
-        if (NIB) {
-          uint32_t u;
-          std::memcpy(&u, codes + 4 * kk, 4);
-          c = int((u >> (4 * l)) & 0xF) - f.zero;
-        } else {
-          c = static_cast<int8_t>(codes[8 * kk + l]);
+// ---- tiles of steps of 1-3 rows: P panels (independent accumulator chains) x C token rows ------------------------
+// acc[q][c][l] = sum over k in order of fma(w[8 (p0 + q) + l][k], x[t0 + c][k]); panels are panel_bytes apart.
+template <bool NIB, bool OFF, int P, int C>
+void tile_portable(const float* x, int K, const uint8_t* panel, size_t panel_bytes, const Format& f, int t0,
+                   float* out) {
+  float acc[P][C][kLanes] = {};
+  const size_t gb = f.group_bytes();
+  for (int k0 = 0, gi = 0; k0 < K; k0 += f.group, ++gi)
+    for (int kk = 0; kk < f.group; ++kk)
+      for (int q = 0; q < P; ++q) {
+        const uint8_t* g = panel + size_t(q) * panel_bytes + size_t(gi) * gb;
+        const uint8_t* codes = g + (OFF ? 64 : 32);
+        float w[kLanes];
+        for (int l = 0; l < kLanes; ++l) {
+          int c;
+          if (NIB) {
+            uint32_t u;
+            std::memcpy(&u, codes + 4 * kk, 4);
+            c = int((u >> (4 * l)) & 0xF) - f.zero;
+          } else {
+            c = static_cast<int8_t>(codes[8 * kk + l]);
+          }
+          float A, B;
+          std::memcpy(&A, g + 4 * l, 4);
+          w[l] = A * float(c);
+          if (OFF) {
+            std::memcpy(&B, g + 32 + 4 * l, 4);
+            w[l] = w[l] + B;
+          }
         }
-        w[l] = A[l] * float(c);
-        if (OFF) w[l] = w[l] + B[l];
+        for (int t = 0; t < C; ++t) {
+          const float xv = x[size_t(t0 + t) * K + k0 + kk];
+          for (int l = 0; l < kLanes; ++l) acc[q][t][l] = std::fma(w[l], xv, acc[q][t][l]);
+        }
       }
-      const int k = k0 + kk;
-      for (int t = 0; t < C; ++t) {
-        const float xv = x[size_t(t0 + t) * K + k];
-        for (int l = 0; l < kLanes; ++l) acc[t][l] = std::fma(w[l], xv, acc[t][l]);
-      }
-    }
-  }
   std::memcpy(out, acc, sizeof(acc));
 }
 
 #if defined(__x86_64__)
-template <bool NIB, bool OFF, int C>
-LA_AVX2 void tile_avx2(const float* x, int K, const uint8_t* panel, const Format& f, int t0, float* out) {
-  __m256 acc[C];
-  for (int t = 0; t < C; ++t) acc[t] = _mm256_setzero_ps();
+// The group length is a constant (GG) so that the accumulators stay in registers (see run_buf_avx2_g); A and B
+// are read from L1 as memory operands.
+template <bool NIB, bool OFF, int P, int C, int GG>
+LA_AVX2 void tile_avx2_g(const float* x, int K, const uint8_t* panel, size_t panel_bytes, int zero_point, int t0,
+                         float* out) {
+  constexpr int G = GG;
+  constexpr size_t gb = size_t(OFF ? 64 : 32) + size_t(G) * (NIB ? 4 : 8);
+  __m256 acc[P][C];
+  for (int q = 0; q < P; ++q)
+    for (int t = 0; t < C; ++t) acc[q][t] = _mm256_setzero_ps();
   const float* xr[C];
   for (int t = 0; t < C; ++t) xr[t] = x + size_t(t0 + t) * K;
   const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
   const __m256i mask = _mm256_set1_epi32(0xF);
-  const __m256i zero = _mm256_set1_epi32(f.zero);
-  const uint8_t* g = panel;
-  const size_t gb = f.group_bytes();
-  for (int k0 = 0; k0 < K; k0 += f.group, g += gb) {
-    const __m256 A = _mm256_loadu_ps(reinterpret_cast<const float*>(g));
-    const __m256 B = OFF ? _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)) : _mm256_setzero_ps();
-    const uint8_t* codes = g + (OFF ? 64 : 32);
-    for (int kk = 0; kk < f.group; ++kk) {
-      __m256i c;
-      if constexpr (NIB) {
-        uint32_t u;
-        std::memcpy(&u, codes + 4 * kk, 4);
-        c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts), mask), zero);
-      } else {
-        c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
+  const __m256i zero = _mm256_set1_epi32(zero_point);
+  for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {
+    for (int kk = 0; kk < G; ++kk) {
+      __m256 w[P];
+      for (int q = 0; q < P; ++q) {
+        const uint8_t* g = panel + size_t(q) * panel_bytes + size_t(gi) * gb;
+        const uint8_t* codes = g + (OFF ? 64 : 32);
+        __m256i c;
+        if constexpr (NIB) {
+          uint32_t u;
+          std::memcpy(&u, codes + 4 * kk, 4);
+          c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts), mask);
+          if (zero_point) c = _mm256_sub_epi32(c, zero);
+        } else {
+          c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
+        }
+        w[q] = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(g)), _mm256_cvtepi32_ps(c));
+        if constexpr (OFF) w[q] = _mm256_add_ps(w[q], _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)));
       }
-      __m256 w = _mm256_mul_ps(A, _mm256_cvtepi32_ps(c));
-      if constexpr (OFF) w = _mm256_add_ps(w, B);
-      const int k = k0 + kk;
-      for (int t = 0; t < C; ++t) acc[t] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(xr[t] + k), acc[t]);
+      for (int t = 0; t < C; ++t) {
+        const __m256 xb = _mm256_broadcast_ss(xr[t] + k0 + kk);
+        for (int q = 0; q < P; ++q) acc[q][t] = _mm256_fmadd_ps(w[q], xb, acc[q][t]);
+      }
     }
   }
-  for (int t = 0; t < C; ++t) _mm256_storeu_ps(out + t * kLanes, acc[t]);
+  for (int q = 0; q < P; ++q)
+    for (int t = 0; t < C; ++t) _mm256_storeu_ps(out + (q * C + t) * kLanes, acc[q][t]);
+}
+
+template <bool NIB, bool OFF, int P, int C>
+LA_AVX2 void tile_avx2(const float* x, int K, const uint8_t* panel, size_t panel_bytes, const Format& f, int t0,
+                       float* out) {
+  if (f.group == 32) return tile_avx2_g<NIB, OFF, P, C, 32>(x, K, panel, panel_bytes, f.zero, t0, out);
+  tile_avx2_g<NIB, OFF, P, C, 16>(x, K, panel, panel_bytes, f.zero, t0, out);
 }
 #endif
 
@@ -247,13 +266,18 @@ void widen_portable(const uint8_t* g, const Format& f, float* wbuf) {
     }
 }
 
-template <int C>
-void run_buf_portable(const float* x, int K, int k0, int G, const float* wbuf, int t0, float* acc) {
+// acc[q][t][l] (q < P panels of the block, t < M rows) += wbuf[q][kk][l] * x[t][k0 + kk] for kk = 0 .. G-1 in
+// order, for token rows t0 .. t0+C-1: P weight vectors x C broadcasts per kk, as the float GEMM's 3 x 4 tile.
+template <int P, int C>
+void run_buf_portable(const float* x, int K, int k0, int G, const float* wbuf, int t0, int M, float* acc) {
   for (int kk = 0; kk < G; ++kk)
     for (int t = 0; t < C; ++t) {
       const float xv = x[size_t(t0 + t) * K + k0 + kk];
-      for (int l = 0; l < kLanes; ++l)
-        acc[(t0 + t) * kLanes + l] = std::fma(wbuf[kk * kLanes + l], xv, acc[(t0 + t) * kLanes + l]);
+      for (int q = 0; q < P; ++q)
+        for (int l = 0; l < kLanes; ++l) {
+          float& a = acc[(size_t(q) * M + t0 + t) * kLanes + l];
+          a = std::fma(wbuf[(q * G + kk) * kLanes + l], xv, a);
+        }
     }
 }
 
@@ -280,22 +304,38 @@ LA_AVX2 void widen_avx2(const uint8_t* g, const Format& f, float* wbuf) {
   }
 }
 
-template <int C>
-LA_AVX2 void run_buf_avx2(const float* x, int K, int k0, int G, const float* wbuf, int t0, float* acc) {
-  __m256 a[C];
-  for (int t = 0; t < C; ++t) a[t] = _mm256_loadu_ps(acc + (t0 + t) * kLanes);
+// GG: the group length as a constant (with a run-time trip count GCC kept the accumulator array in memory,
+// storing it back on every k: half the FMA rate).
+template <int P, int C, int GG>
+LA_AVX2 void run_buf_avx2_g(const float* x, int K, int k0, const float* wbuf, int t0, int M, float* acc) {
+  constexpr int G = GG;
+  __m256 a[P][C];
+  for (int q = 0; q < P; ++q)
+    for (int t = 0; t < C; ++t) a[q][t] = _mm256_loadu_ps(acc + (size_t(q) * M + t0 + t) * kLanes);
   const float* xr[C];
   for (int t = 0; t < C; ++t) xr[t] = x + size_t(t0 + t) * K + k0;
   for (int kk = 0; kk < G; ++kk) {
-    const __m256 w = _mm256_loadu_ps(wbuf + kk * kLanes);
-    for (int t = 0; t < C; ++t) a[t] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(xr[t] + kk), a[t]);
+    __m256 w[P];
+    for (int q = 0; q < P; ++q) w[q] = _mm256_loadu_ps(wbuf + (q * G + kk) * kLanes);
+    for (int t = 0; t < C; ++t) {
+      const __m256 xb = _mm256_broadcast_ss(xr[t] + kk);
+      for (int q = 0; q < P; ++q) a[q][t] = _mm256_fmadd_ps(w[q], xb, a[q][t]);
+    }
   }
-  for (int t = 0; t < C; ++t) _mm256_storeu_ps(acc + (t0 + t) * kLanes, a[t]);
+  for (int q = 0; q < P; ++q)
+    for (int t = 0; t < C; ++t) _mm256_storeu_ps(acc + (size_t(q) * M + t0 + t) * kLanes, a[q][t]);
+}
+
+template <int P, int C>
+LA_AVX2 void run_buf_avx2(const float* x, int K, int k0, int G, const float* wbuf, int t0, int M, float* acc) {
+  if (G == 32) return run_buf_avx2_g<P, C, 32>(x, K, k0, wbuf, t0, M, acc);
+  run_buf_avx2_g<P, C, 16>(x, K, k0, wbuf, t0, M, acc);
 }
 #endif
 
 using WidenFn = void (*)(const uint8_t*, const Format&, float*);
-using RunFn = void (*)(const float*, int, int, int, const float*, int, float*);
+using RunFn = void (*)(const float*, int, int, int, const float*, int, int, float*);
+constexpr int kBufPanels = 3, kBufCols = 4;  // the buffered tile: 3 panels x 4 token rows (12 accumulators)
 
 WidenFn widen_for(const Format& f, bool avx2) {
 #if defined(__x86_64__)
@@ -307,55 +347,69 @@ WidenFn widen_for(const Format& f, bool avx2) {
                   : (f.offset ? &widen_portable<false, true> : &widen_portable<false, false>);
 }
 
-template <int... Cs>
+template <int P, int... Cs>
 void fill_run(RunFn* row, bool avx2, std::integer_sequence<int, Cs...>) {
 #if defined(__x86_64__)
   if (avx2) {
-    ((row[Cs] = &run_buf_avx2<Cs + 1>), ...);
+    ((row[Cs] = &run_buf_avx2<P, Cs + 1>), ...);
     return;
   }
 #endif
-  ((row[Cs] = &run_buf_portable<Cs + 1>), ...);
+  ((row[Cs] = &run_buf_portable<P, Cs + 1>), ...);
 }
 
-RunFn run_for(int C, bool avx2) {
+RunFn run_for(int P, int C, bool avx2) {
   struct T {
-    RunFn fn[kMaxCols];
-    explicit T(bool a) { fill_run(fn, a, std::make_integer_sequence<int, kMaxCols>{}); }
+    RunFn fn[kBufPanels][kBufCols];
+    explicit T(bool a) {
+      const auto seq = std::make_integer_sequence<int, kBufCols>{};
+      fill_run<1>(fn[0], a, seq);
+      fill_run<2>(fn[1], a, seq);
+      fill_run<3>(fn[2], a, seq);
+    }
   };
   static const T portable(false), fast(true);
-  return (avx2 ? fast : portable).fn[C - 1];
+  return (avx2 ? fast : portable).fn[P - 1][C - 1];
 }
 
 constexpr int kBufferedFrom = 4;  // steps of at least this many rows widen each group once
 
-using TileFn = void (*)(const float*, int, const uint8_t*, const Format&, int, float*);
+constexpr int kTilePanels = 4, kTileCols = 3;  // direct tiles: up to 4 panels x 3 token rows
 
-template <bool NIB, bool OFF, int... Cs>
+using TileFn = void (*)(const float*, int, const uint8_t*, size_t, const Format&, int, float*);
+
+template <bool NIB, bool OFF, int P, int... Cs>
 void fill(TileFn* row, bool avx2, std::integer_sequence<int, Cs...>) {
 #if defined(__x86_64__)
   if (avx2) {
-    ((row[Cs] = &tile_avx2<NIB, OFF, Cs + 1>), ...);
+    ((row[Cs] = &tile_avx2<NIB, OFF, P, Cs + 1>), ...);
     return;
   }
 #endif
-  ((row[Cs] = &tile_portable<NIB, OFF, Cs + 1>), ...);
+  ((row[Cs] = &tile_portable<NIB, OFF, P, Cs + 1>), ...);
 }
 
 struct Table {
-  TileFn fn[2][2][kMaxCols];  // [nibble][offset][C - 1]
+  TileFn fn[2][2][kTilePanels][kTileCols];  // [nibble][offset][P - 1][C - 1]
+  template <bool NIB, bool OFF>
+  void fill_type(bool avx2) {
+    const auto seq = std::make_integer_sequence<int, kTileCols>{};
+    fill<NIB, OFF, 1>(fn[NIB][OFF][0], avx2, seq);
+    fill<NIB, OFF, 2>(fn[NIB][OFF][1], avx2, seq);
+    fill<NIB, OFF, 3>(fn[NIB][OFF][2], avx2, seq);
+    fill<NIB, OFF, 4>(fn[NIB][OFF][3], avx2, seq);
+  }
   explicit Table(bool avx2) {
-    const auto seq = std::make_integer_sequence<int, kMaxCols>{};
-    fill<false, false>(fn[0][0], avx2, seq);
-    fill<false, true>(fn[0][1], avx2, seq);
-    fill<true, false>(fn[1][0], avx2, seq);
-    fill<true, true>(fn[1][1], avx2, seq);
+    fill_type<false, false>(avx2);
+    fill_type<false, true>(avx2);
+    fill_type<true, false>(avx2);
+    fill_type<true, true>(avx2);
   }
 };
 
-TileFn tile_for(const Format& f, int C, bool avx2) {
+TileFn tile_for(const Format& f, int P, int C, bool avx2) {
   static const Table portable(false), fast(true);
-  return (avx2 ? fast : portable).fn[f.nibble][f.offset][C - 1];
+  return (avx2 ? fast : portable).fn[f.nibble][f.offset][P - 1][C - 1];
 }
 
 // y = (acc + bias) (+ y), lane by lane, rows < N: the same two IEEE adds as the float GEMM's epilogue.
@@ -438,30 +492,33 @@ void gemm_quant_panels(const float* x, int M, const PackedWeight& w, int p0, int
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   if (M >= kBufferedFrom) {
     thread_local std::vector<float> acc;
-    alignas(32) float wbuf[32 * kLanes];
-    acc.resize(size_t(M) * kLanes);
+    alignas(32) float wbuf[kBufPanels * 32 * kLanes];
+    acc.resize(size_t(kBufPanels) * M * kLanes);
     const WidenFn widen = widen_for(f, avx2);
-    for (int p = p0; p < p1; ++p) {
+    for (int p = p0; p < p1; p += kBufPanels) {
+      const int P = std::min(kBufPanels, p1 - p);
       std::fill(acc.begin(), acc.end(), 0.f);
       const uint8_t* g = base + size_t(p) * panel_bytes;
       for (int k0 = 0; k0 < w.cols; k0 += f.group, g += f.group_bytes()) {
-        widen(g, f, wbuf);
-        for (int t = 0; t < M; t += kMaxCols) {
-          const int C = std::min(kMaxCols, M - t);
-          run_for(C, avx2)(x, w.cols, k0, f.group, wbuf, t, acc.data());
+        for (int q = 0; q < P; ++q) widen(g + size_t(q) * panel_bytes, f, wbuf + q * f.group * kLanes);
+        for (int t = 0; t < M; t += kBufCols) {
+          const int C = std::min(kBufCols, M - t);
+          run_for(P, C, avx2)(x, w.cols, k0, f.group, wbuf, t, M, acc.data());
         }
       }
-      store(acc.data(), M, p, 0, w.rows, o);
+      for (int q = 0; q < P; ++q) store(acc.data() + size_t(q) * M * kLanes, M, p + q, 0, w.rows, o);
     }
     return;
   }
-  float acc[kMaxCols * kLanes];
-  for (int p = p0; p < p1; ++p)
-    for (int t = 0; t < M; t += kMaxCols) {
-      const int C = std::min(kMaxCols, M - t);
-      tile_for(f, C, avx2)(x, w.cols, base + size_t(p) * panel_bytes, f, t, acc);
-      store(acc, C, p, t, w.rows, o);
+  float acc[kTilePanels * kTileCols * kLanes];
+  for (int p = p0; p < p1; p += kTilePanels) {
+    const int P = std::min(kTilePanels, p1 - p);
+    for (int t = 0; t < M; t += kTileCols) {
+      const int C = std::min(kTileCols, M - t);
+      tile_for(f, P, C, avx2)(x, w.cols, base + size_t(p) * panel_bytes, panel_bytes, f, t, acc);
+      for (int q = 0; q < P; ++q) store(acc + q * C * kLanes, C, p + q, t, w.rows, o);
     }
+  }
 }
 
 }  // namespace la
