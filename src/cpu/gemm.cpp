@@ -13,6 +13,7 @@
 #include <cstring>
 #include <utility>
 
+#include "lookahead/cpu/gemm_quant.h"
 #include "lookahead/cpu/isa.h"
 #include "lookahead/cpu/thread_pool.h"
 #include "lookahead/util/error.h"
@@ -214,6 +215,7 @@ PackedWeight pack_weight(const WeightView& w) {
 }
 
 void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o) {
+  if (w.quantized) return gemm_quant_panels(x, M, w, p0, p1, o);
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
   const TileShape ts = tile_shape(M);
   float acc[kMaxAcc * kLanes];

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lookahead/model/gguf.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "lookahead/util/json_parse.h"
@@ -122,6 +123,21 @@ std::string read_json_token(const nlohmann::json& cfg, const char* key) {
   return "";
 }
 
+// A GGUF file's template: tokenizer.chat_template, with the texts of its BOS and EOS tokens.
+bool gguf_template(const std::string& path, std::string& text, std::string& bos, std::string& eos) {
+  const GgufFile f = GgufFile::open(path);
+  text = f.get_string("tokenizer.chat_template");
+  const GgufValue* toks = f.find("tokenizer.ggml.tokens");
+  auto token = [&](const char* key) -> std::string {
+    const int64_t id = f.get_int(key, -1);
+    if (!toks || id < 0 || id >= static_cast<int64_t>(toks->strs.size())) return "";
+    return toks->strs[static_cast<size_t>(id)];
+  };
+  bos = token("tokenizer.ggml.bos_token_id");
+  eos = token("tokenizer.ggml.eos_token_id");
+  return !text.empty();
+}
+
 }  // namespace
 
 std::string ChatTemplate::name() const {
@@ -192,6 +208,14 @@ ChatTemplate ChatTemplate::parse(const std::string& t, const std::string& bos, c
 }
 
 bool ChatTemplate::has_template(const std::string& dir) {
+  if (is_gguf_path(dir)) {
+    std::string t, b, e;
+    try {
+      return gguf_template(dir, t, b, e);
+    } catch (const Error&) {
+      return false;
+    }
+  }
   if (file_exists(dir + "/chat_template.jinja")) return true;
   const std::string cfg = dir + "/tokenizer_config.json";
   if (!file_exists(cfg)) return false;
@@ -204,6 +228,12 @@ bool ChatTemplate::has_template(const std::string& dir) {
 }
 
 ChatTemplate ChatTemplate::load(const std::string& dir) {
+  if (is_gguf_path(dir)) {  // --model FILE.gguf: tokenizer.chat_template
+    std::string text, bos, eos;
+    LA_CHECK(gguf_template(dir, text, bos, eos), "model '", dir, "' has no chat template (no metadata "
+             "'tokenizer.chat_template'): drop --chat and give the prompt text as it should be fed");
+    return parse(text, bos, eos, dir + " (tokenizer.chat_template)");
+  }
   const std::string cfg_path = dir + "/tokenizer_config.json";
   nlohmann::json cfg = nlohmann::json::object();
   if (file_exists(cfg_path)) {

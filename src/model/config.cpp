@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "lookahead/model/gguf_model.h"
 #include "lookahead/model/step_model.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -305,6 +306,7 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
 }
 
 ModelConfig load_model_config(const std::string& dir) {
+  if (is_gguf_path(dir)) return gguf_model_config(GgufFile::open(dir));  // --model FILE.gguf
   LA_CHECK(is_directory(dir), "model directory '", dir, "' does not exist");
   const std::string cfg = dir + "/config.json";
   LA_CHECK(file_exists(cfg), "model directory '", dir, "' has no config.json");

@@ -20,9 +20,10 @@ std::string models_cache_dir() {
 std::string resolve_model_path(const std::string& arg, const char* flag) {
   if (arg.empty() || arg.rfind("random:", 0) == 0 || is_directory(arg)) return arg;
   if (arg.find('/') != std::string::npos || arg == "." || arg == "..") return arg;
+  if (file_exists(arg)) return arg;  // a model file here (FILE.gguf)
   const std::string cache = models_cache_dir();
   const std::string cached = cache + "/" + arg;
-  if (is_directory(cached)) return cached;
+  if (is_directory(cached) || file_exists(cached)) return cached;  // a directory, or a model file (.gguf)
   std::vector<std::string> have;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(cache, ec))

@@ -68,10 +68,13 @@ CpuModelView cpu_model_view(const TorchWeights& w) {
   v.type = wtype_of(w.dtype);
   v.embed = w.embed.data_ptr();
   v.norm = w.norm.data_ptr();
-  v.lm_head = pack_weight(view_of(w.lm_head));
+  auto pack = [&](const at::Tensor& t) {  // GGUF matrices kept quantized (torch_weights.h), else the float copy
+    const auto it = w.quant.find(t.data_ptr());
+    return it != w.quant.end() ? pack_quant_weight(it->second) : pack_weight(view_of(t));
+  };
+  v.lm_head = pack(w.lm_head);
   for (const LayerW& L : w.layers)
-    v.layers.push_back(CpuLayerView{pack_weight(view_of(L.wqkv)), pack_weight(view_of(L.wo)),
-                                    pack_weight(view_of(L.wgu)), pack_weight(view_of(L.wd)), L.ln1.data_ptr(),
+    v.layers.push_back(CpuLayerView{pack(L.wqkv), pack(L.wo), pack(L.wgu), pack(L.wd), L.ln1.data_ptr(),
                                     L.ln2.data_ptr(), data_or_null(L.bqkv), data_or_null(L.bo)});
   for (size_t l = 0; l < v.layers.size(); ++l) {  // the architectures' optional norms (null when absent)
     const LayerW& L = w.layers[l];
@@ -402,7 +405,13 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   const at::Device dev = make_device(o);
   auto w = load_weights(o, dev, dt);
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : ThreadPool::default_threads());
-  auto m = std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + ", " + o.device + "]", o.kernels == "on",
+  // A GGUF's weights were dequantized at load (src/model/gguf_model.cpp): the load line names what from.
+  const std::string& src = w->cfg.source_dtype;
+  const bool gguf = src.rfind("GGUF ", 0) == 0;
+  const bool plain = src == "GGUF F32" || src == "GGUF F16" || src == "GGUF BF16";
+  std::string from = !gguf ? "" : plain ? ", from " + src : ", dequantized from " + src.substr(5);
+  if (!w->quant_note.empty() && o.kernels == "on") from = ", GGUF " + src.substr(5) + ": " + w->quant_note;
+  auto m = std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + from + ", " + o.device + "]", o.kernels == "on",
                                         o.cuda_graphs, o.cuda_gemm == "fixed", std::move(pool));
   return apply_selfcheck(std::move(m), o);
 }

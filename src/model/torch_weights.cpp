@@ -5,8 +5,11 @@
 #include <c10/core/InferenceMode.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "lookahead/cpu/quant.h"
+#include "lookahead/model/gguf_model.h"
 #include "lookahead/model/safetensors.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -78,6 +81,64 @@ std::map<std::string, at::Tensor> checkpoint_tensors(const std::string& dir, con
     w[n] = tensor_of(ck, n).clone();
   }
   return w;
+}
+
+// A GGUF file's weights, dequantized to fp32 then narrowed to `dt` one tensor at a time (src/model/gguf_model.cpp:
+// names, q/k row order, Gemma norms).
+std::map<std::string, at::Tensor> gguf_tensors(const GgufFile& f, const ModelConfig& cfg, at::ScalarType dt) {
+  std::map<std::string, at::Tensor> w;
+  for (const GgufWeight& g : gguf_weights(f, cfg)) {
+    at::Tensor t = at::empty(g.shape, at::TensorOptions().dtype(at::kFloat));
+    gguf_dequantize(g, t.data_ptr<float>());
+    w[g.name] = dt == at::kFloat ? t : t.to(dt);
+  }
+  return w;
+}
+
+// The GGUF matrices the CPU kernels can read quantized (gemm_quant.h), keyed by the fused float tensor each stands
+// for: q|k|v and gate|up concatenate rows of the file's tensors when they share one type; a matrix whose parts
+// differ in type (Gemma-3's Q5_0 q/k with a Q8_0 v) or whose type the quantized GEMM lacks stays float.
+void keep_quantized(TorchWeights& W, std::shared_ptr<const GgufFile> f) {
+  std::map<std::string, GgufWeight> by_name;
+  for (GgufWeight& g : gguf_weights(*f, W.cfg)) by_name[g.name] = g;
+  std::map<std::string, int> kept;
+  int total = 0;
+  auto keep = [&](const at::Tensor& t, std::initializer_list<std::string> parts) {
+    ++total;
+    QuantRows q;
+    for (const auto& n : parts) {
+      auto it = by_name.find(n);
+      if (it == by_name.end() || !quant_gemm_supports(it->second.tensor->type)) return;
+      if (!q.rows.empty() && it->second.tensor->type != q.type) return;
+      q.type = it->second.tensor->type;
+      q.cols = static_cast<int>(it->second.tensor->ne[0]);
+      const auto rows = gguf_rows(it->second);
+      q.rows.insert(q.rows.end(), rows.begin(), rows.end());
+    }
+    if (int64_t(q.rows.size()) != t.size(0) || q.cols != t.size(1)) return;
+    ++kept[qtype_name(q.type)];
+    W.quant[t.data_ptr()] = std::move(q);
+  };
+  const ModelConfig& c = W.cfg;
+  if (c.tie_word_embeddings) keep(W.embed, {"model.embed_tokens.weight"});
+  else keep(W.lm_head, {"lm_head.weight"});
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const LayerW& L = W.layers[l];
+    if (c.fused_qkv) keep(L.wqkv, {p + "self_attn.qkv_proj.weight"});
+    else keep(L.wqkv, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
+    keep(L.wo, {p + "self_attn.o_proj.weight"});
+    if (c.fused_qkv) keep(L.wgu, {p + "mlp.gate_up_proj.weight"});
+    else keep(L.wgu, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+    keep(L.wd, {p + "mlp.down_proj.weight"});
+  }
+  int n = 0;
+  std::string types;
+  for (const auto& [t, k] : kept) n += k, types += (types.empty() ? "" : "+") + t;
+  if (n > 0) {
+    W.quant_source = f;
+    W.quant_note = types + " kept quantized (" + std::to_string(n) + " of " + std::to_string(total) + " matrices)";
+  }
 }
 
 // Fuses q/k/v and gate/up per layer and drops the separate tensors (one copy of every weight in memory).
@@ -156,6 +217,7 @@ std::shared_ptr<const TorchWeights> load_weights(const LoadOptions& o, at::Devic
   W->dtype = dt;
   W->device = dev;
   std::map<std::string, at::Tensor> w;
+  std::shared_ptr<const GgufFile> gguf;
   if (is_random_model(o.model)) {
     std::string name;
     uint64_t seed;
@@ -164,13 +226,23 @@ std::shared_ptr<const TorchWeights> load_weights(const LoadOptions& o, at::Devic
     w = random_tensors(W->cfg, seed);
   } else {
     W->cfg = load_model_config(o.model);
-    w = checkpoint_tensors(o.model, W->cfg);
+    if (is_gguf_path(o.model)) {
+      gguf = std::make_shared<const GgufFile>(GgufFile::open(o.model));
+      w = gguf_tensors(*gguf, W->cfg, dt);
+    } else {
+      w = checkpoint_tensors(o.model, W->cfg);
+    }
   }
   // --max-context: the context (and so the KV cache's largest size) below the model's own limit.
   LA_CHECK(o.max_context >= 0, "invalid --max-context ", o.max_context, " (expected a token count, 0: the model's)");
   if (o.max_context > 0) W->cfg.max_positions = std::min(W->cfg.max_positions, o.max_context);
   for (auto& [n, t] : w) W->unfused[n] = t.to(dev, dt);
   fuse(*W);
+  // GGUF on the CPU: the kernels read the quantized blocks (LOOKAHEAD_GGUF_QUANT=dequant: the float copies).
+  const char* qenv = std::getenv("LOOKAHEAD_GGUF_QUANT");
+  const std::string qmode = qenv && *qenv ? qenv : "keep";
+  LA_CHECK(qmode == "keep" || qmode == "dequant", "invalid LOOKAHEAD_GGUF_QUANT '", qmode, "' (expected keep or dequant)");
+  if (gguf && dev.is_cpu() && qmode == "keep") keep_quantized(*W, gguf);
   return W;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lookahead/cpu/gemm_quant.h"
 #include "lookahead/model/config.h"
 #include "lookahead/model/llama.h"
 
@@ -32,6 +33,12 @@ struct TorchWeights {
   // The tensors under their Hugging Face names, less the ones fused into wqkv/bqkv/wgu (hf_named rebuilds those as
   // views): one copy of every weight in memory.
   std::map<std::string, at::Tensor> unfused;
+  // GGUF matrices the CPU kernels read quantized (include/lookahead/cpu/gemm_quant.h), keyed by the data pointer of
+  // the float tensor each stands for (embed/lm_head, wqkv, wo, wgu, wd); the file stays mapped (quant_source).
+  // Empty for directories, CUDA, and LOOKAHEAD_GGUF_QUANT=dequant. quant_note: the load line's words for it.
+  std::map<const void*, QuantRows> quant;
+  std::shared_ptr<const void> quant_source;
+  std::string quant_note;
 };
 
 at::ScalarType parse_dtype(const std::string& s);

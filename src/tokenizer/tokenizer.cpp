@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 
+#include "lookahead/model/gguf.h"
+#include "lookahead/tokenizer/gguf_tokenizer.h"
 #include "lookahead/tokenizer/tokenizer_json.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -83,6 +85,7 @@ class ByteTokenizer : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, int bos_id) {
+  if (is_gguf_path(dir)) return load_gguf_tokenizer(dir, bos_id);  // tokenizer.ggml.* (gguf_tokenizer.cpp)
   // A directory with both files (Llama-2 style) keeps sentencepiece, which is what it was trained with.
   if (file_exists(dir + "/tokenizer.model") || !file_exists(dir + "/tokenizer.json"))
     return std::make_unique<SpTokenizer>(dir, bos_id);

@@ -24,6 +24,21 @@ d = clone("arch"); c = json.load(open(d + "/config.json")); c["architectures"] =
 d = clone("notok"); os.remove(d + "/tokenizer.model")
 d = clone("noweights"); os.remove(d + "/model.safetensors")
 open(os.path.join(t, "bad.jsonl"), "w").write('{"id": 1, "prompt": "hi"}\n{"id": 2, "prompt": \n')
+# GGUF files (--model FILE.gguf): written field by field (little-endian; strings are u64 length + bytes)
+def gstr(x): x = x.encode(); return struct.pack("<Q", len(x)) + x
+def gguf(kvs, tensors=b"", n_tensors=0):
+    b = b"GGUF" + struct.pack("<IQQ", 3, n_tensors, len(kvs))
+    for k, (typ, payload) in kvs: b += gstr(k) + struct.pack("<I", typ) + payload
+    return b + tensors
+arch = ("general.architecture", (8, gstr("llama")))
+open(os.path.join(t, "notgguf.gguf"), "wb").write(b"GGML" + bytes(20))
+open(os.path.join(t, "v1.gguf"), "wb").write(b"GGUF" + struct.pack("<IQQ", 1, 0, 0))
+open(os.path.join(t, "trunc.gguf"), "wb").write(gguf([arch])[:-3])
+open(os.path.join(t, "hugestr.gguf"), "wb").write(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1 << 62) + bytes(16))
+open(os.path.join(t, "mamba.gguf"), "wb").write(gguf([("general.architecture", (8, gstr("mamba")))]))
+open(os.path.join(t, "nokeys.gguf"), "wb").write(gguf([arch]))
+q2k = gstr("token_embd.weight") + struct.pack("<IQQIQ", 2, 256, 8, 10, 0)  # a Q2_K tensor, data past the end
+b = gguf([arch], q2k, 1); open(os.path.join(t, "q2k.gguf"), "wb").write(b + bytes(-len(b) % 32))
 d = clone("gemma"); json.dump({"chat_template": "{% for m in messages %}{{ '<start_of_turn>' + m['role'] + '\\n' + m['content'] + '<end_of_turn>\\n' }}{% endfor %}"}, open(d + "/tokenizer_config.json", "w"))
 d = clone("chatlist"); json.dump({"chat_template": [{"name": "tool_use", "template": "x"}]}, open(d + "/tokenizer_config.json", "w"))
 for name, rec in [("badmsg", {"id": 1, "messages": [{"role": "user", "content": 3}]}),
@@ -67,6 +82,14 @@ expect_error "unrecognised option '--bogus'" "${G[@]}" --model "$T/m" --prompt h
 expect_error "the argument ('abc') for option '--max-new-tokens' is invalid" generate --model "$T/m" --prompt hi --max-new-tokens abc
 expect_error "unknown random model preset" "${G[@]}" --model random:nope --prompt hi
 expect_error "cannot write --output" "${G[@]}" --model "$T/m" --input "$T/long.jsonl" --output /nonexistent/dir/o.jsonl
+# GGUF files
+expect_error "notgguf.gguf': offset 0: header: not a GGUF file" "${G[@]}" --model "$T/notgguf.gguf" --prompt hi
+expect_error "GGUF version 1" "${G[@]}" --model "$T/v1.gguf" --prompt hi
+expect_error "trunc.gguf': offset 56: metadata key 0 ('general.architecture'): string value of length 5 runs past the end" "${G[@]}" --model "$T/trunc.gguf" --prompt hi
+expect_error "hugestr.gguf': offset 24: metadata key 0: key of length 4611686018427387904 runs past the end" "${G[@]}" --model "$T/hugestr.gguf" --prompt hi
+expect_error "unsupported architecture 'mamba' in 'general.architecture'" "${G[@]}" --model "$T/mamba.gguf" --prompt hi
+expect_error "metadata 'llama.embedding_length' is missing" "${G[@]}" --model "$T/nokeys.gguf" --prompt hi
+expect_error "tensor 'token_embd.weight' (Q2_K, 672 bytes at data offset 0, file offset" "${G[@]}" --model "$T/q2k.gguf" --prompt hi
 # chat templates and cached model names
 expect_error "gemma/tokenizer_config.json: chat template not recognised" "${G[@]}" --model "$T/gemma" --prompt hi --chat
 expect_error "prompt_ids" "${G[@]}" --model "$T/gemma" --prompt hi --chat

@@ -42,6 +42,10 @@ struct PackedWeight {
   WType type = WType::F32;
   int rows = 0, cols = 0;
   std::shared_ptr<const void> storage;
+  // Quantized panels (include/lookahead/cpu/gemm_quant.h: pack_quant_weight) of ggml type qtype; gemm() serves them
+  // with the same per-output order. `type` is then unused.
+  bool quantized = false;
+  uint32_t qtype = 0;
   int panels() const { return (rows + 7) / 8; }
 };
 
