@@ -97,8 +97,22 @@ std::unique_ptr<Tokenizer> Tokenizer::bytes(int bos_id) { return std::make_uniqu
 namespace {
 constexpr size_t kContextIds = 4;  // sentencepiece: ids of context decoded before the new ones
 constexpr size_t kMaxHeldIds = 16; // an unfinished character is held back at most this many ids
+constexpr size_t kMaxContextIds = 16;  // how far context_start may move back
+const char* const kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 bool ends_unfinished(const std::string& s) {
-  return text::utf8_incomplete_tail(s) > 0 || (s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0);
+  return text::utf8_incomplete_tail(s) > 0 || (s.size() >= 3 && s.compare(s.size() - 3, 3, kReplacement) == 0);
+}
+// Where the context kept before new ids starts in ids[0, end): the last kContextIds ids, moved back (at most
+// kMaxContextIds) while their text starts with U+FFFD. A run of byte tokens (<0xE6><0x97><0xA5>) cut in the middle
+// decodes to U+FFFD, and ByteFallback turns a whole run into U+FFFD when any of it is invalid, so a run that went
+// on past the cut would print the next character as U+FFFD too.
+size_t context_start(const Tokenizer& tok, const std::vector<int32_t>& ids, size_t end) {
+  size_t from = end > kContextIds ? end - kContextIds : 0;
+  const size_t lowest = end > kMaxContextIds ? end - kMaxContextIds : 0;
+  while (from > lowest &&
+         tok.decode(std::vector<int32_t>(ids.begin() + from, ids.begin() + end)).rfind(kReplacement, 0) == 0)
+    --from;
+  return from;
 }
 }  // namespace
 
@@ -106,7 +120,8 @@ TextStream::TextStream(const Tokenizer& tok, const std::vector<int32_t>& prompt_
     : tok_(tok), silent_(std::move(silent)) {
   // Context from the end of the prompt: the first generated word keeps its leading space (sentencepiece), and a
   // character the prompt leaves unfinished completes with the first generated ids (byte-level).
-  const size_t from = prompt_ids.size() > kContextIds ? prompt_ids.size() - kContextIds : 0;
+  const size_t from = tok_.bytes_per_id() ? (prompt_ids.size() > kContextIds ? prompt_ids.size() - kContextIds : 0)
+                                           : context_start(tok_, prompt_ids, prompt_ids.size());
   for (size_t i = from; i < prompt_ids.size(); ++i) {
     if (tok_.bytes_per_id()) tok_.append_bytes(prompt_ids[i], pending_);
     else window_.push_back(prompt_ids[i]);
@@ -140,7 +155,7 @@ std::string TextStream::emit_window(bool final) {
   if (!final && ends_unfinished(full) && window_.size() - read_ < kMaxHeldIds) return "";
   const std::string before = tok_.decode(std::vector<int32_t>(window_.begin(), window_.begin() + read_));
   std::string out = full.size() > before.size() ? full.substr(before.size()) : std::string();
-  window_.erase(window_.begin(), window_.end() - std::min(window_.size(), kContextIds));
+  window_.erase(window_.begin(), window_.begin() + context_start(tok_, window_, window_.size()));
   read_ = window_.size();
   return out;
 }
