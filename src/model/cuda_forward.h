@@ -8,10 +8,10 @@
 #pragma once
 #include <ATen/ATen.h>
 
-#include "cuda_step.h"      // the step program on raw pointers
 #include "torch_weights.h"  // LayerW
 
 #ifdef LOOKAHEAD_WITH_CUDA
+#include "cuda_step.h"  // the step program on raw pointers (needs kernels/, on the include path of CUDA builds only)
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAStream.h>
 
