@@ -447,7 +447,7 @@ for k in ${KS//,/ }; do
       { log "K=1 real run failed:"; tail -5 "$WORK/real-1.log" >&2; echo "see real-1.log" > "$WORK/real-1.failed"; }
   else
     log "K=$k: real run (launch/mpirun.sh -np $k)"
-    "$ROOT/launch/mpirun.sh" -np "$k" "${GEN[@]}" --output "$WORK/real-$k.jsonl" --stats-json "$WORK/real-$k.json" \
+    "$ROOT/launch/mpirun.sh" -np "$k" "${GEN[@]}" --lp-size "$k" --output "$WORK/real-$k.jsonl" --stats-json "$WORK/real-$k.json" \
       >"$WORK/real-$k.log" 2>&1 || { log "K=$k real run failed:"; tail -5 "$WORK/real-$k.log" >&2
                                      grep -q "signal 9" "$WORK/real-$k.log" && echo "killed (out of memory?)" > "$WORK/real-$k.failed"
                                      [ -f "$WORK/real-$k.failed" ] || echo "see real-$k.log" > "$WORK/real-$k.failed"; }

@@ -1,9 +1,11 @@
 // `lookahead generate`: the flow of one run. Each stage lives in its own file:
 //   generate_options  flags bound to GenerateOptions, checks before anything loads
 //   prompt_input      --prompt / --input records, chat templates, token ids
-//   run_setup         ranks, tokenizer and models, rank agreement, worker hand-off, strategy, adaptive drafting
-//   run_executor      the executor rank 0 drives
-//   request_loop      the requests in turn (streaming, records, progress, clean stop)
+//   run_setup         ranks and their groups (--lp-size), tokenizer and models, rank agreement, worker hand-off,
+//                     strategy, adaptive drafting
+//   run_executor      the executor a group's owner drives
+//   job_queue         which requests a group's owner runs (world rank 0's queue), and the one --output writer
+//   request_loop      the requests in turn (streaming, records, progress, clean stop); batch_loop: many at once
 //   report            records, --stats-json, summary and interrupted lines
 #include <algorithm>
 #include <chrono>
@@ -18,6 +20,7 @@
 #include "lookahead/parallel/comm.h"
 #include "lookahead/util/error.h"
 #include "generate_options.h"
+#include "job_queue.h"
 #include "prompt_input.h"
 #include "report.h"
 #include "request_loop.h"
@@ -81,31 +84,49 @@ int cmd_generate(int argc, char** argv) {
   check_generate_options(o);
   std::vector<PromptRecord> prompts = read_prompts(o);
   Ranks ranks = open_ranks(o);
+  split_groups(ranks, o);  // --lp-size: a bad layout fails here, before anything is loaded
   JsonlOutput out;
   const std::vector<char> skip = open_output(o, prompts, ranks.root, out);
 
   const auto t0 = std::chrono::steady_clock::now();
   Models m = open_model_files(o);
   tokenize_prompts(prompts, *m.tok, m.cfg, o);
-  load_weights(m, o, ranks.root);
+  load_weights(m, o, ranks.owner);
   check_ranks_agree(*ranks.comm, *m.model, o, prompts.size());
-  const RankOptions dopt = rank_options(o, ranks.tag);
-  if (!ranks.root) {
-    serve_rank_zero(*ranks.comm, *m.model, dopt.group, ranks);
+  const RankOptions dopt = rank_options(o, ranks.tag, ranks.group);
+  if (!ranks.owner) {
+    serve_rank_zero(*ranks.group, *m.model, dopt.group, ranks);
     return 0;
   }
   set_strategy_identity(o, m);
   auto strategy = make_strategy(o.strategy, m.draft.get());
   if (!o.quiet) print_loaded(ranks, *m.model, *strategy, seconds_since(t0));
+  if (!o.quiet && ranks.comm->size() > 1)
+    std::cerr << (ranks.tag + "layout: " + std::to_string(ranks.comm->size()) + " ranks as " +
+                  std::to_string(ranks.groups) + " group(s) of " + std::to_string(ranks.lp) + " (--lp-size " +
+                  o.lp_size + (o.lp_k == 0 ? ": " + std::string(o.has_prompt ? "one --prompt" : "--input") : "") +
+                  ")\n");
 
-  RunExecutor exec = make_run_executor(*ranks.comm, *m.model, dopt, o);
+  RunExecutor exec = make_run_executor(*ranks.group, *m.model, dopt, o);
   Generator gen(exec.get(), *strategy, m.model->config());
   const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks);
   const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen, batch);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};
+  // The request queue (job_queue.h): world rank 0 serves it and writes --output; the other groups' owners ask it.
+  const QueueOptions qopt{o.rank_timeout_s, !o.stats_path.empty(), ranks.tag};
+  std::unique_ptr<QueueServer> server;
+  std::unique_ptr<QueueClient> client;
+  if (ranks.root)
+    server = std::make_unique<QueueServer>(ranks.comm.get(),
+                                           std::vector<int>(ranks.owners.begin() + 1, ranks.owners.end()), skip, out,
+                                           qopt);
+  else
+    client = std::make_unique<QueueClient>(*ranks.comm, qopt);
+  RequestSource& src = server ? static_cast<RequestSource&>(*server) : *client;
   comm_set_stop_hook(&stop_signal, [&strategy] { strategy->checkpoint(); });  // a lost host: see comm.h
   LoopResult loop;
   BatchCounters bcount;
+  const auto t_loop = std::chrono::steady_clock::now();
   try {
     if (batch > 1) {
       BatchSetup bs;
@@ -115,10 +136,12 @@ int cmd_generate(int argc, char** argv) {
       bs.cost = adaptive.cost.get();
       if (adaptive.cost)
         bs.make_controller = [&adaptive](Strategy& s) { return std::make_unique<DraftController>(s, *adaptive.cost); };
-      loop = run_batched_requests(in, *m.model, *strategy, bs, out, &bcount);
+      loop = run_batched_requests(in, *m.model, *strategy, bs, src, &bcount);
     } else {
-      loop = run_requests(in, gen, *strategy, out);
+      loop = run_requests(in, gen, *strategy, src);
     }
+    if (server) server->drain(loop);  // the other groups' last records; then they are released
+    if (client) client->finish(loop);
     comm_set_stop_hook(nullptr, nullptr);
   } catch (...) {
     comm_set_stop_hook(nullptr, nullptr);
@@ -134,6 +157,11 @@ int cmd_generate(int argc, char** argv) {
   // State first, then release the workers: a launcher may end the job as soon as they exit.
   strategy->checkpoint();
   exec.shutdown();
+  if (!ranks.root) return 0;  // another group's owner: rank 0 reports for the job
+  if (ranks.groups > 1) {     // the job's figures: every group's records, the job's wall time
+    loop.total.seconds = seconds_since(t_loop);
+    loop.interrupted = stop_signal() != 0 && loop.already + loop.ran + loop.refused < prompts.size();
+  }
   const RunReport report{o, loop, *strategy, *ranks.comm, exec, adaptive, prompts.size(), ranks.tag};
   write_stats_file(report);
   print_summary(report);
