@@ -21,6 +21,7 @@
 #include "lookahead/util/error.h"
 #include "generate_options.h"
 #include "job_queue.h"
+#include "layout_model.h"
 #include "prompt_input.h"
 #include "report.h"
 #include "request_loop.h"
@@ -53,7 +54,8 @@ int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
 }
 
 // --batch: 1 for a single --prompt and under lookahead parallelism (refused when asked for explicitly), the
-// number given, or auto: the throughput choice over a plain calibration of the forward (batch_loop.h).
+// number given, or auto: the throughput choice over a plain calibration of the forward (batch_loop.h), for this
+// group's share of the prompts left.
 int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptRecord>& prompts,
                   const std::vector<char>& skip, StepModel& model, const Ranks& r) {
   if (o.has_prompt) return 1;
@@ -65,6 +67,8 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   int64_t rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i)
     if (!skip[i]) ++left, rows += int64_t(prompts[i].ids.size()) + std::max(o.gen.max_new_tokens, 1);
+  left = (left + r.groups - 1) / r.groups;  // with several groups, each gets about its share of the queue
+  rows = rows / std::max(r.groups, 1);
   if (left <= 1) return 1;
   const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
   const ForwardCostModel f = calibrate_forward_cost(model, 64, 2, clock);
@@ -73,6 +77,25 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   const int b = choose_batch(f, left, kv, rows / left, line);
   if (!o.quiet) std::cerr << (r.tag + "batch " + std::to_string(b) + " (auto; " + line + ")\n");
   return b;
+}
+
+// --lp-size auto with --input on several ranks: the modelled throughput of every layout next to the chosen one
+// (layout_model.h), from a plain calibration of the forward up to the strategy's full plan.
+void print_layouts(const GenerateOptions& o, const Ranks& r, const std::vector<PromptRecord>& prompts,
+                   const std::vector<char>& skip, StepModel& model, const Strategy& strategy) {
+  int left = 0;
+  int64_t rows = 0;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    if (!skip[i]) ++left, rows += int64_t(prompts[i].ids.size()) + std::max(o.gen.max_new_tokens, 1);
+  if (left == 0) return;
+  const int top = strategy.max_draft_budget();
+  const int plan = 1 + top + strategy.lookahead_nodes(top);
+  const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
+  const ForwardCostModel f = calibrate_forward_cost(model, std::min(256, std::max(64, plan)), 2, clock);
+  const int64_t kv = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(model.config(), o.load.dtype) : INT64_MAX;
+  std::cerr << (r.tag + "layout auto: " +
+                modelled_layouts(f, r.comm->size(), left, plan, o.collective_latency_us * 1e-6, kv, rows / left) +
+                "\n");
 }
 
 }  // namespace
@@ -111,6 +134,8 @@ int cmd_generate(int argc, char** argv) {
   Generator gen(exec.get(), *strategy, m.model->config());
   const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks);
   const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen, batch);
+  if (ranks.root && !o.quiet && o.lp_k == 0 && o.from_file() && ranks.comm->size() > 1)
+    print_layouts(o, ranks, prompts, skip, *m.model, *strategy);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};
   // The request queue (job_queue.h): world rank 0 serves it and writes --output; the other groups' owners ask it.
   const QueueOptions qopt{o.rank_timeout_s, !o.stats_path.empty(), ranks.tag};

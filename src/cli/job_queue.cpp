@@ -78,8 +78,9 @@ bool QueueServer::drained() const {
 }
 
 int64_t QueueServer::next(bool) {
-  poll();
-  return take();
+  const int64_t i = take();  // rank 0's own group first (a --prompt is then streamed by rank 0), then the others
+  poll();                    // (a stop seen here: the loop treats the request it now starts as one in flight)
+  return i;
 }
 
 int64_t QueueServer::take() {

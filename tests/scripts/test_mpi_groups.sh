@@ -7,7 +7,8 @@
 #      --resume with the same layout, with another --lp-size, and in one process completes to the same records;
 #   3. --lp-size that does not divide the world: one error line before any model is loaded; one process too;
 #   4. kill -9 of a non-zero rank mid-run: the job ends non-zero naming the rank, the records written so far are
-#      valid and equal one process's; SIGSTOP of another group's owner with --rank-timeout 5: rank 0 names it.
+#      valid and equal one process's, and --resume completes them; SIGSTOP of another group's owner with
+#      --rank-timeout 5: rank 0 names it.
 # labels: mpi
 # timeout: 1500
 set -u
@@ -249,6 +250,7 @@ fail_mid_run() {
   fi
 }
 fail_mid_run "kill -9 rank 1 (an owner) of 2 groups of 1" 2 1 9 1 "rank 1"
+resume "after kill -9 of rank 1: 2 groups of 1" "$T/fail-2-1-1.jsonl" "--lp-size 1 --comm mpi" -- "${MPI[@]}" -np 2 "$BIN"
 fail_mid_run "kill -9 rank 3 (a worker) of 2 groups of 2" 4 2 9 3 "rank 3"
 fail_mid_run "SIGSTOP rank 1 (an owner) of 2 groups of 1, --rank-timeout 5" 2 1 STOP 1 "rank 1 \(the owner of a group\)"
 
