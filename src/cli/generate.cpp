@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdint>
 #include <iostream>
+#include <optional>
 #include <vector>
 
 #include "batch_loop.h"
@@ -57,7 +58,8 @@ int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
 // number given, or auto: the throughput choice over a plain calibration of the forward (batch_loop.h), for this
 // group's share of the prompts left.
 int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptRecord>& prompts,
-                  const std::vector<char>& skip, StepModel& model, const Ranks& r) {
+                  const std::vector<char>& skip, StepModel& model, const Ranks& r,
+                  std::optional<ForwardCostModel>& calibrated) {
   if (o.has_prompt) return 1;
   LA_CHECK(ranks == 1 || o.batch_size <= 1, "--batch ", o.batch_size, " with lookahead parallelism over ", ranks,
            " ranks is not supported: each step's plan is split across the ranks; use --batch 1");
@@ -72,6 +74,7 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   if (left <= 1) return 1;
   const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
   const ForwardCostModel f = calibrate_forward_cost(model, 64, 2, clock);
+  calibrated = f;
   const int64_t kv = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(model.config(), o.load.dtype) : INT64_MAX;
   std::string line;
   const int b = choose_batch(f, left, kv, rows / left, line);
@@ -80,22 +83,15 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
 }
 
 // --lp-size auto with --input on several ranks: the modelled throughput of every layout next to the chosen one
-// (layout_model.h), from a plain calibration of the forward up to the strategy's full plan.
-void print_layouts(const GenerateOptions& o, const Ranks& r, const std::vector<PromptRecord>& prompts,
-                   const std::vector<char>& skip, StepModel& model, const Strategy& strategy) {
-  int left = 0;
-  int64_t rows = 0;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    if (!skip[i]) ++left, rows += int64_t(prompts[i].ids.size()) + std::max(o.gen.max_new_tokens, 1);
-  if (left == 0) return;
+// (layout_model.h), from the calibration --batch auto made (else a plain one) and the batch it chose.
+void print_layouts(const GenerateOptions& o, const Ranks& r, StepModel& model, const Strategy& strategy,
+                   const ForwardCostModel* calibrated, int batch) {
   const int top = strategy.max_draft_budget();
   const int plan = 1 + top + strategy.lookahead_nodes(top);
   const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
-  const ForwardCostModel f = calibrate_forward_cost(model, std::min(256, std::max(64, plan)), 2, clock);
-  const int64_t kv = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(model.config(), o.load.dtype) : INT64_MAX;
+  const ForwardCostModel f = calibrated ? *calibrated : calibrate_forward_cost(model, 64, 2, clock);
   std::cerr << (r.tag + "layout auto: " +
-                modelled_layouts(f, r.comm->size(), left, plan, o.collective_latency_us * 1e-6, kv, rows / left) +
-                "\n");
+                modelled_layouts(f, r.comm->size(), batch, plan, o.collective_latency_us * 1e-6) + "\n");
 }
 
 }  // namespace
@@ -132,13 +128,14 @@ int cmd_generate(int argc, char** argv) {
 
   RunExecutor exec = make_run_executor(*ranks.group, *m.model, dopt, o);
   Generator gen(exec.get(), *strategy, m.model->config());
-  const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks);
+  std::optional<ForwardCostModel> calibrated;  // --batch auto's calibration, reused for the layout line
+  const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks, calibrated);
   const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen, batch);
   if (ranks.root && !o.quiet && o.lp_k == 0 && o.from_file() && ranks.comm->size() > 1)
-    print_layouts(o, ranks, prompts, skip, *m.model, *strategy);
+    print_layouts(o, ranks, *m.model, *strategy, calibrated ? &*calibrated : nullptr, batch);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};
   // The request queue (job_queue.h): world rank 0 serves it and writes --output; the other groups' owners ask it.
-  const QueueOptions qopt{o.rank_timeout_s, !o.stats_path.empty(), ranks.tag};
+  const QueueOptions qopt{o.rank_timeout_s, !o.stats_path.empty(), ranks.tag, o.quiet};
   std::unique_ptr<QueueServer> server;
   std::unique_ptr<QueueClient> client;
   if (ranks.root)

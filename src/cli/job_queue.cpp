@@ -69,6 +69,7 @@ QueueServer::QueueServer(Comm* world, std::vector<int> owners, const std::vector
   heard_.assign(owners_.size(), 0);
   start_ = Clock::now();
   last_.assign(owners_.size(), start_);
+  ran_by_.assign(owners_.size(), 0);
 }
 
 bool QueueServer::drained() const {
@@ -92,6 +93,7 @@ int64_t QueueServer::take() {
 
 void QueueServer::finished(const nlohmann::json& record) {
   if (out_.is_open()) out_.write(record);
+  ++own_ran_;
 }
 
 int QueueServer::owner_index(int world_rank) const {
@@ -130,6 +132,7 @@ void QueueServer::handle(int from, const std::vector<int32_t>& m) {
       if (out_.is_open()) out_.write(rec);
       remote_total_.add(stats_of(rec));
       ++remote_ran_;
+      ++ran_by_[i];
       if (opt_.keep_per_prompt) {
         remote_per_prompt_.push_back(rec["stats"]);
         remote_per_prompt_.back()["id"] = rec["id"];
@@ -185,6 +188,12 @@ void QueueServer::drain(LoopResult& loop) {
       if (!all_bye()) nap();
     }
     for (int r : owners_) world_->send(r, kFromRoot, {kRelease});
+    if (!opt_.quiet) {  // how the queue spread the work
+      std::string line = opt_.tag + "records by group owner: rank 0 " + std::to_string(own_ran_);
+      for (size_t i = 0; i < owners_.size(); ++i)
+        line += ", rank " + std::to_string(owners_[i]) + " " + std::to_string(ran_by_[i]);
+      std::cerr << line + "\n";
+    }
   }
   loop.total.add(remote_total_);
   loop.ran += remote_ran_;

@@ -61,6 +61,7 @@ struct QueueOptions {
   double rank_timeout_s = 60;   // --rank-timeout (0: no heartbeats, wait forever)
   bool keep_per_prompt = false;  // --stats-json: rank 0 keeps other owners' per-prompt stats too
   std::string tag;               // log prefix
+  bool quiet = false;            // rank 0: no "records by group" line at the end
 };
 
 class QueueServer final : public RequestSource {
@@ -100,6 +101,8 @@ class QueueServer final : public RequestSource {
   // What the other owners did (added to the loop's result by drain).
   RequestStats remote_total_;
   size_t remote_ran_ = 0, remote_refused_ = 0;
+  size_t own_ran_ = 0;
+  std::vector<size_t> ran_by_;  // records each other owner sent
   bool remote_dropped_ = false;
   nlohmann::json remote_per_prompt_ = nlohmann::json::array();
 };

@@ -4,12 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "batch_loop.h"
 
 namespace la::cli {
 
-std::string modelled_layouts(const ForwardCostModel& f, int world, int prompts, int plan_tokens, double latency_s,
-                             long long kv_rows, long long rows_per_request) {
+std::string modelled_layouts(const ForwardCostModel& f, int world, int batch, int plan_tokens, double latency_s) {
   std::string line;
   char buf[192];
   double one_rate = 0;  // groups of 1: per-rank batched plain tokens/s
@@ -17,9 +15,7 @@ std::string modelled_layouts(const ForwardCostModel& f, int world, int prompts, 
     if (world % k != 0) continue;
     const int groups = world / k;
     if (k == 1) {
-      std::string unused;
-      const int per_group = std::max(1, (prompts + groups - 1) / groups);
-      const int b = choose_batch(f, per_group, kv_rows, rows_per_request, unused);
+      const int b = std::max(batch, 1);
       one_rate = b / f.seconds(b);
       std::snprintf(buf, sizeof buf, "%dx1: %.0f tokens/s (batch %d each)", groups, groups * one_rate, b);
     } else {
