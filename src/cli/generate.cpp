@@ -135,7 +135,8 @@ int cmd_generate(int argc, char** argv) {
     print_layouts(o, ranks, *m.model, *strategy, calibrated ? &*calibrated : nullptr, batch);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};
   // The request queue (job_queue.h): world rank 0 serves it and writes --output; the other groups' owners ask it.
-  const QueueOptions qopt{o.rank_timeout_s, !o.stats_path.empty(), ranks.tag, o.quiet};
+  const QueueOptions qopt{o.rank_timeout_s, !o.stats_path.empty(), ranks.tag, o.quiet,
+                          o.share_drafts == "on" && ranks.groups > 1};
   std::unique_ptr<QueueServer> server;
   std::unique_ptr<QueueClient> client;
   if (ranks.root)
@@ -145,6 +146,8 @@ int cmd_generate(int argc, char** argv) {
   else
     client = std::make_unique<QueueClient>(*ranks.comm, qopt);
   RequestSource& src = server ? static_cast<RequestSource&>(*server) : *client;
+  if (qopt.share)  // other groups' finished requests join this group's draft state, between its steps
+    src.on_share = [&strategy](const std::vector<int32_t>& seq, size_t plen) { strategy->learn(seq, plen); };
   comm_set_stop_hook(&stop_signal, [&strategy] { strategy->checkpoint(); });  // a lost host: see comm.h
   LoopResult loop;
   BatchCounters bcount;

@@ -55,6 +55,9 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
        "multi-rank runs: ranks per lookahead-parallel group; the job's ranks form ranks/K groups that take "
        "--input requests from a queue on rank 0 (K = 1: every rank decodes, and batches, requests of its own). "
        "auto: one group of all ranks for --prompt, groups of 1 for --input (the layout is printed at start)")
+      ("share-drafts", po::value(&o.share_drafts)->default_value("on"),
+       "--lp-size with several groups: on | off. on: every finished request's tokens reach every group's draft "
+       "state (trie, suffix tree) between steps, so each group drafts from what all have generated")
       ("simulate-ranks", po::value(&o.simulate_ranks)->default_value(0),
        "lookahead parallelism simulated in one process: split every step over K replicas (shared weights, own "
        "KV caches), run them in sequence, time each; --stats-json gets a \"simulation\" object (0: off)")
@@ -188,6 +191,8 @@ void check_batch(GenerateOptions& o) {
 
 void check_ranks(GenerateOptions& o) {
   LA_CHECK(o.rank_timeout_s >= 0, "--rank-timeout must be >= 0");
+  LA_CHECK(o.share_drafts == "on" || o.share_drafts == "off", "invalid --share-drafts '", o.share_drafts,
+           "' (expected on or off)");
   if (o.lp_size == "auto") {
     o.lp_k = 0;
   } else {

@@ -17,7 +17,7 @@ constexpr int kToRoot = 29001;    // owner -> rank 0 (the communicators' own tag
 constexpr int kFromRoot = 29002;  // rank 0 -> owner
 
 enum : int32_t { kWant = 1, kDone, kBeat, kStopped, kBye };  // to rank 0
-enum : int32_t { kAssign = 11, kNoMore, kStop, kRelease };   // from rank 0
+enum : int32_t { kAssign = 11, kNoMore, kStop, kRelease, kShare };  // from rank 0
 
 void pack_text(std::vector<int32_t>& m, const std::string& s) {
   const size_t at = m.size();
@@ -94,6 +94,22 @@ int64_t QueueServer::take() {
 void QueueServer::finished(const nlohmann::json& record) {
   if (out_.is_open()) out_.write(record);
   ++own_ran_;
+  share(record, -1);
+}
+
+void QueueServer::share(const nlohmann::json& record, int from) {
+  if (!opt_.share || owners_.empty()) return;
+  const auto& prompt = record.at("prompt_ids");
+  const auto& ids = record.at("ids");
+  std::vector<int32_t> m;
+  m.reserve(2 + prompt.size() + ids.size());
+  m.push_back(kShare);
+  m.push_back(static_cast<int32_t>(prompt.size()));
+  for (const auto& t : prompt) m.push_back(t.get<int32_t>());
+  for (const auto& t : ids) m.push_back(t.get<int32_t>());
+  if (from >= 0 && on_share) on_share(std::vector<int32_t>(m.begin() + 2, m.end()), prompt.size());
+  for (size_t i = 0; i < owners_.size(); ++i)
+    if (!bye_[i] && owners_[i] != from) world_->post(owners_[i], kFromRoot, m);
 }
 
 int QueueServer::owner_index(int world_rank) const {
@@ -138,6 +154,7 @@ void QueueServer::handle(int from, const std::vector<int32_t>& m) {
         remote_per_prompt_.back()["id"] = rec["id"];
       }
       if (on_remote) on_remote(rec);
+      share(rec, from);
       break;
     }
     case kBeat:
@@ -194,6 +211,7 @@ void QueueServer::drain(LoopResult& loop) {
         line += ", rank " + std::to_string(owners_[i]) + " " + std::to_string(ran_by_[i]);
       std::cerr << line + "\n";
     }
+    world_->flush();
   }
   loop.total.add(remote_total_);
   loop.ran += remote_ran_;
@@ -237,6 +255,12 @@ void QueueClient::read_messages() {
       case kRelease:
         released_ = true;
         break;
+      case kShare: {
+        LA_CHECK(msg_.size() >= 2 && msg_[1] >= 0 && static_cast<size_t>(msg_[1]) <= msg_.size() - 2,
+                 "request queue: bad SHARE message");
+        if (on_share && !released_) on_share(std::vector<int32_t>(msg_.begin() + 2, msg_.end()), size_t(msg_[1]));
+        break;
+      }
       default:
         fail("request queue: unknown message ", msg_[0], " from rank 0");
     }
@@ -276,7 +300,8 @@ int64_t QueueClient::next(bool wait) {
 void QueueClient::finished(const nlohmann::json& record) {
   std::vector<int32_t> m{kDone};
   pack_text(m, record.dump());
-  send(m);
+  world_.post(0, kToRoot, m);  // never waits for rank 0 (a large record goes when rank 0 takes it)
+  last_sent_ = Clock::now();
 }
 
 void QueueClient::finish(const LoopResult& loop) {
@@ -286,6 +311,7 @@ void QueueClient::finish(const LoopResult& loop) {
     read_messages();
     if (!released_) nap();
   }
+  world_.flush();
 }
 
 }  // namespace la::cli

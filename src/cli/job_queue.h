@@ -12,7 +12,11 @@
 //
 // Protocol (point-to-point on the job's communicator, int32 messages, tags below the communicator's own):
 //   owner -> rank 0: WANT | DONE(record text) | BEAT | STOPPED(signal) | BYE(interrupted, dropped, refused)
-//   rank 0 -> owner: ASSIGN(index) | NOMORE | STOP(signal) | RELEASE
+//   rank 0 -> owner: ASSIGN(index) | NOMORE | STOP(signal) | SHARE(prompt length, tokens) | RELEASE
+// Drafts learned across groups (--share-drafts on): rank 0 hands every finished request's tokens (prompt + output,
+// from its own records and the DONE records it receives) to its own strategy and, as SHARE, to every other owner
+// still running; each adds the output to its global draft state (Strategy::learn: the trie, the suffix tree)
+// between its steps. Records and SHAREs are posted (Comm::post): neither side waits for the other to take them.
 // An owner has at most one WANT outstanding; rank 0 answers each WANT with ASSIGN or NOMORE (no index left, or the
 // job is stopping). Messages between two ranks arrive in order, so a record always reaches rank 0 before the BYE
 // that follows it. After its BYE an owner waits for RELEASE, which rank 0 sends once every owner said BYE, so no
@@ -55,6 +59,8 @@ class RequestSource {
   virtual bool drained() const = 0;
   // Rank 0: called with every record another owner sent (the loop's progress lines); the loop clears it.
   std::function<void(const nlohmann::json&)> on_remote;
+  // Another group's finished request (prompt + output, and the prompt's length), between steps; null: no sharing.
+  std::function<void(const std::vector<int32_t>&, size_t)> on_share;
 };
 
 struct QueueOptions {
@@ -62,6 +68,7 @@ struct QueueOptions {
   bool keep_per_prompt = false;  // --stats-json: rank 0 keeps other owners' per-prompt stats too
   std::string tag;               // log prefix
   bool quiet = false;            // rank 0: no "records by group" line at the end
+  bool share = false;            // --share-drafts: rank 0 sends every finished request's tokens to the owners
 };
 
 class QueueServer final : public RequestSource {
@@ -82,6 +89,7 @@ class QueueServer final : public RequestSource {
  private:
   using Clock = std::chrono::steady_clock;
   int64_t take();  // the next index not handed out, or kNone (none left, or a stop)
+  void share(const nlohmann::json& record, int from);  // SHARE to every running owner but `from`
   void handle(int from, const std::vector<int32_t>& m);
   void check_silence();
   int owner_index(int world_rank) const;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include "lookahead/parallel/comm.h"
@@ -271,6 +272,24 @@ class MpiComm final : public Comm {
     return true;
   }
 
+  void post(int dest, int tag, const std::vector<int32_t>& v) override {
+    check_peer(dest, "send to");
+    reap();
+    posted_.emplace_back();
+    Posted& p = posted_.back();
+    p.data = v;
+    p.dest = dest;
+    check(MPI_Isend(p.data.data(), static_cast<int>(p.data.size()), MPI_INT32_T, dest, tag, comm_, &p.req),
+          "MPI_Isend");
+    stats_.bytes_sent += v.size() * 4;
+    ++stats_.messages;
+  }
+
+  void flush() override {
+    for (auto& p : posted_) wait(p.req, 0, [&] { return "sending to rank " + name(p.dest); });
+    posted_.clear();
+  }
+
   int world_rank_of(int r) const override {
     return r >= 0 && r < static_cast<int>(world_.size()) ? world_[r] : r;
   }
@@ -358,6 +377,22 @@ class MpiComm final : public Comm {
     stats_.broadcast_seconds += b.elapsed();
   }
 
+  // Drops the posted messages that were taken (in order: the oldest first).
+  void reap() {
+    while (!posted_.empty()) {
+      int done = 0;
+      check(MPI_Test(&posted_.front().req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) return;
+      posted_.pop_front();
+    }
+  }
+
+  struct Posted {  // a post()ed message: its buffer lives until MPI is done with it
+    std::vector<int32_t> data;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int dest = 0;
+  };
+  std::deque<Posted> posted_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;

@@ -3,6 +3,7 @@
 # queue, rank 0 the one writer of --output. With real MPI ranks on this machine:
 #   1. every request's ids equal one process's, for the layouts 2x1, 1x2 (2 ranks) and 4x1, 2x2 (4 ranks), for
 #      ar, trie, suffix and lade, fp32 and bf16 (records compared by id: groups write in finishing order);
+#      and --share-drafts on/off: the other groups' finished requests reach rank 0's trie (or not), ids unchanged;
 #   2. SIGTERM mid-run (launch/mpirun.sh forwards it) stops every group: status 143, valid JSONL, fewer records;
 #      --resume with the same layout, with another --lp-size, and in one process completes to the same records;
 #   3. --lp-size that does not divide the world: one error line before any model is loaded; one process too;
@@ -118,6 +119,23 @@ if [ $rc = 0 ] && grep -q "layout: 2 ranks as 2 group(s) of 1 (--lp-size auto" "
 else
   bad "--lp-size auto with --input: exit $rc"; tail -n 5 "$T/log" | sed 's/^/    /'
 fi
+
+# Drafts learned across groups: rank 0's trie takes in the other group's finished requests (--share-drafts on, the
+# default), not with off; the ids are the same either way.
+for sh in on off; do
+  timeout 300 "${MPI[@]}" -np 2 "$BIN" generate --model "$M" --input "$T/prompts.jsonl" --max-new-tokens 40 \
+    --threads 1 --strategy trie --batch 1 --quiet --lp-size 1 --comm mpi --share-drafts "$sh" \
+    --output "$T/share-$sh.jsonl" --stats-json "$T/share-$sh.json" >"$T/log" 2>&1
+  rc=$?
+  learned=$(python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['counters']['trie_learned_requests']))" \
+    "$T/share-$sh.json" 2>/dev/null)
+  if [ $rc = 0 ] && same_ids "$T/trie.fp32.ref.jsonl" "$T/share-$sh.jsonl" >/dev/null &&
+     { { [ "$sh" = on ] && [ "${learned:-0}" -gt 0 ]; } || { [ "$sh" = off ] && [ "${learned:-1}" = 0 ]; }; }; then
+    ok "--share-drafts $sh on 2 groups of 1: rank 0's trie learned $learned request(s) of the other group; ids equal"
+  else
+    bad "--share-drafts $sh: exit $rc, learned '${learned}'"; tail -n 5 "$T/log" | sed 's/^/    /'
+  fi
+done
 
 # 2. SIGTERM mid-run, then --resume (same layout, another --lp-size, one process): the same records.
 head -n 80 "$P" > "$T/p80.jsonl"

@@ -59,6 +59,11 @@ class Comm {
   // Never blocks: when a message with `tag` from rank `src` (-1: any rank) is waiting, moves it into `v`, sets
   // *from to its sender and returns true; else false. (The request queue polls with it between steps.)
   virtual bool try_recv(int src, int tag, std::vector<int32_t>& v, int* from) = 0;
+  // Non-blocking send (the request queue's records and shared drafts): `v` is copied and handed to MPI at once, and
+  // this rank goes on; a message too large to go eagerly is delivered when the receiver takes it. flush() waits
+  // until every posted message was taken (before the ranks finalise). Default: send().
+  virtual void post(int dest, int tag, const std::vector<int32_t>& v) { send(dest, tag, v); }
+  virtual void flush() {}
   // The number errors name rank r by: its rank in the job (MPI_COMM_WORLD), also in a communicator split from it.
   virtual int world_rank_of(int r) const { return r; }
 
