@@ -18,6 +18,10 @@
 #   --out PNG (build/strong-scaling.png; the CSV goes next to it, .csv)  --workdir DIR (kept; default a temp dir)
 #   --reuse (with --workdir: keep the runs and the latency already there, run only what is missing)
 #   --extra "ARGS" (more `lookahead generate` options, e.g. "--window 7 --guesses 7")
+#   --layouts W (a batch job instead: W real ranks as every layout G x K, K dividing W (--lp-size K: G groups of
+#                K ranks; 4 -> 4x1, 2x2, 1x4): job tokens/s, p50/p95 request seconds, S and "lossless" against
+#                one process, as a table and CSV (--out's .csv). On a machine with fewer cores than W the ranks
+#                share them, so these are not W-device numbers)
 #
 # Rows (modes) per K:
 #   modelled      K devices, from the simulation: `generate --simulate-ranks K` splits every step exactly as a
@@ -66,6 +70,7 @@ WORK=""
 EXTRA=""
 PLOT_CSV=""
 REUSE=0
+LAYOUTS=""
 die() { echo "strong-scaling.sh: $*" >&2; exit 2; }
 log() { echo "[strong-scaling] $*" >&2; }
 while [ $# -gt 0 ]; do
@@ -87,13 +92,15 @@ while [ $# -gt 0 ]; do
     --extra) EXTRA=$2; shift 2 ;;
     --plot) PLOT_CSV=$2; shift 2 ;;
     --reuse) REUSE=1; shift ;;
-    -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --layouts) LAYOUTS=$2; shift 2 ;;
+    -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (--help)" ;;
   esac
 done
 [[ "$NPROMPTS" =~ ^[1-9][0-9]*$ ]] || die "--num-prompts must be a positive integer"
 [[ "$TOKENS" =~ ^[1-9][0-9]*$ ]] || die "--tokens must be a positive integer"
 [[ "$KS" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--ks must be a comma list of rank counts"
+[ -z "$LAYOUTS" ] || [[ "$LAYOUTS" =~ ^[1-9][0-9]*$ ]] || die "--layouts must be a number of ranks >= 1"
 [ -z "$LATENCY" ] || [[ "$LATENCY" =~ ^[0-9]+([.][0-9]*)?$ ]] || die "--latency-us must be a number >= 0"
 [ "$REAL" = auto ] || [ "$REAL" = no ] || die "--real must be auto or no"
 case "$OUTPNG" in *.png) OUTCSV=${OUTPNG%.png}.csv ;; *) OUTCSV=$OUTPNG.csv ;; esac
@@ -317,6 +324,66 @@ read -r -a EXTRA_ARGS <<< "$EXTRA"
 GEN=(generate --model "$MODEL" --device "$DEVICE" --dtype "$DTYPE" --strategy "$STRATEGY" --input "$WORK/prompts.jsonl"
      --max-new-tokens "$TOKENS" --quiet "${EXTRA_ARGS[@]}")
 [ -n "$THREADS" ] && GEN+=(--threads "$THREADS")
+
+# ---- --layouts W: a batch job on W real ranks as every G x K (K dividing W; --lp-size K) ----
+if [ -n "$LAYOUTS" ]; then
+  W=$LAYOUTS
+  log "layout sweep: $W rank(s), $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, strategy $STRATEGY"
+  "$LA" "${GEN[@]}" --output "$WORK/layout-ref.jsonl" --overwrite >"$WORK/layout-ref.log" 2>&1 ||
+    die "the one-process reference run failed (see $WORK/layout-ref.log)"
+  rows=()
+  for ((k = 1; k <= W; k++)); do
+    [ $((W % k)) = 0 ] || continue
+    g=$((W / k)); out=$WORK/layout-${g}x$k.jsonl
+    log "${g}x$k: $g group(s) of $k rank(s) (launch/mpirun.sh -np $W --lp-size $k)"
+    t0=$(date +%s.%N)
+    if [ "$W" = 1 ]; then
+      "$LA" "${GEN[@]}" --output "$out" --overwrite --stats-json "$out.stats" >"$out.log" 2>&1
+    else
+      "$ROOT/launch/mpirun.sh" -np "$W" "${GEN[@]}" --lp-size "$k" --output "$out" --overwrite --stats-json "$out.stats" \
+        >"$out.log" 2>&1
+    fi || { log "${g}x$k failed (see $out.log)"; continue; }
+    t1=$(date +%s.%N)
+    rows+=("${g}x$k $out $t0 $t1")
+  done
+  "$PY" - "$WORK/layout-ref.jsonl" "$OUTCSV" "$W" "$CORES" "${rows[@]}" <<'PYEOF'
+import csv, json, sys
+ref_path, csv_path, world, cores = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+load = lambda p: [json.loads(l) for l in open(p) if l.strip()]
+ref = {json.dumps(r["id"]): r["ids"] for r in load(ref_path)}
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else float("nan")
+out = []
+print(f"layout sweep on {world} real rank(s) ({cores} core(s) here{'; oversubscribed' if world > cores else ''}):")
+print(f"{'layout':>7} {'job tok/s':>10} {'job s':>8} {'p50 req s':>10} {'p95 req s':>10} {'S':>6}  lossless")
+for spec in sys.argv[5:]:
+    name, path, t0, t1 = spec.split()
+    recs = load(path)
+    st = json.load(open(path + ".stats"))["aggregate"]
+    toks = sum(r["new_tokens"] for r in recs)
+    steps = sum(r["steps"] for r in recs)
+    job_s = st["seconds"]
+    lat = [r["seconds"] for r in recs]
+    same = {json.dumps(r["id"]): r["ids"] for r in recs} == ref
+    row = {"layout": name, "groups": name.split("x")[0], "ranks_per_group": name.split("x")[1],
+           "job_tokens_per_s": round(toks / job_s, 2) if job_s > 0 else "", "job_seconds": round(job_s, 3),
+           "p50_request_s": round(pct(lat, 0.5), 3), "p95_request_s": round(pct(lat, 0.95), 3),
+           "S": round(toks / steps, 3) if steps else "", "wall_with_startup_s": round(float(t1) - float(t0), 2),
+           "lossless": "yes" if same else "NO"}
+    out.append(row)
+    print(f"{name:>7} {row['job_tokens_per_s']:>10} {row['job_seconds']:>8} {row['p50_request_s']:>10} "
+          f"{row['p95_request_s']:>10} {row['S']:>6}  {row['lossless']}")
+if out:
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(out[0]))
+        w.writeheader()
+        w.writerows(out)
+    print(f"CSV: {csv_path}")
+sys.exit(0 if all(r["lossless"] == "yes" for r in out) else 1)
+PYEOF
+  exit $?
+fi
 log "work dir $WORK; model $MODEL ($DEVICE, $DTYPE), strategy $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, K = $KS"
 
 # ---- collective latency ----
@@ -447,7 +514,7 @@ for k in ${KS//,/ }; do
       { log "K=1 real run failed:"; tail -5 "$WORK/real-1.log" >&2; echo "see real-1.log" > "$WORK/real-1.failed"; }
   else
     log "K=$k: real run (launch/mpirun.sh -np $k)"
-    "$ROOT/launch/mpirun.sh" -np "$k" "${GEN[@]}" --output "$WORK/real-$k.jsonl" --stats-json "$WORK/real-$k.json" \
+    "$ROOT/launch/mpirun.sh" -np "$k" "${GEN[@]}" --lp-size "$k" --output "$WORK/real-$k.jsonl" --stats-json "$WORK/real-$k.json" \
       >"$WORK/real-$k.log" 2>&1 || { log "K=$k real run failed:"; tail -5 "$WORK/real-$k.log" >&2
                                      grep -q "signal 9" "$WORK/real-$k.log" && echo "killed (out of memory?)" > "$WORK/real-$k.failed"
                                      [ -f "$WORK/real-$k.failed" ] || echo "see real-$k.log" > "$WORK/real-$k.failed"; }

@@ -35,7 +35,7 @@ int choose_batch(const ForwardCostModel& f, int prompts, int64_t kv_rows, int64_
 }
 
 LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strategy& strategy,
-                                const BatchSetup& setup, JsonlOutput& out, BatchCounters* counters) {
+                                const BatchSetup& setup, RequestSource& src, BatchCounters* counters) {
   const GenerateOptions& o = in.o;
   LoopResult res;
   for (char k : in.skip) res.already += k;
@@ -46,7 +46,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
   std::vector<Clock::time_point> started(br.slots());
   std::vector<int> max_new_of(br.slots(), 0);
   const auto t_job = Clock::now();
-  size_t next = 0;
+  int64_t pending = -1;  // an index the source handed out that waits for room in the batch
   bool stopping = false;
   Clock::time_point stop_seen;
 
@@ -63,7 +63,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
     g.stats.new_tokens = static_cast<int>(g.ids.size());
     g.stats.seconds = since(started[slot]);
     const nlohmann::json rec = result_record(p, g, output_text(in.tok, p.ids, in.eos_ids, g.ids), strategy.name());
-    if (out.is_open()) out.write(rec);
+    src.finished(rec);
     res.total.add(g.stats);
     if (!o.stats_path.empty()) {
       res.per_prompt.push_back(rec["stats"]);
@@ -77,11 +77,15 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
       std::cerr << memory_line(in.tag, res.ran, strategy.counters()) + "\n";
   };
   auto admit = [&] {
-    while (!stopping && next < in.prompts.size()) {
-      if (in.skip[next]) {
-        ++next;
-        continue;
+    while (!stopping) {
+      if (pending < 0) {  // wait for an index only when nothing is in flight (else: after the next step)
+        pending = src.next(br.active() == 0);
+        if (pending < 0) {
+          pending = -1;
+          return;
+        }
       }
+      const size_t next = static_cast<size_t>(pending);
       const PromptRecord& p = in.prompts[next];
       const int plen = static_cast<int>(p.ids.size());
       check_prompt(cfg, p.ids, o.gen.max_new_tokens);
@@ -91,7 +95,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
                       std::to_string(br.rows_needed(plen, max_new)) + " KV cache rows but --kv-memory holds " +
                       std::to_string(br.kv_rows()) + "; refused, the job goes on\n");
         ++res.refused;
-        ++next;
+        pending = -1;
         continue;
       }
       if (!br.fits_now(plen, max_new)) return;
@@ -100,7 +104,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
       const int slot = br.add(int64_t(next), p.ids, sp, StepLimits{cfg.max_positions, std::max(max_new, 0), true});
       started[slot] = Clock::now();
       max_new_of[slot] = max_new;
-      ++next;
+      pending = -1;
       if (br.runner(slot).done()) finish(slot);  // --max-new-tokens reached at once
     }
   };
@@ -119,6 +123,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
     }
   };
 
+  src.on_remote = [&progress](const nlohmann::json& rec) { progress.request_done(rec.value("new_tokens", 0)); };
   while (true) {
     admit();
     if (br.active() == 0) break;
@@ -132,6 +137,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
       if (br.active() == 0) break;
     }
     br.step();
+    src.poll();
     for (int s : br.finished()) finish(s);
     progress.set_in_flight(br.active());
     int in_flight_tokens = 0;
@@ -139,9 +145,10 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
       if (br.busy(s)) in_flight_tokens += br.runner(s).generated();
     progress.step(in_flight_tokens);
   }
+  src.on_remote = nullptr;  // it points at this loop's progress
   progress.finish();
   res.total.seconds = since(t_job);  // the job's wall time: requests overlap
-  res.interrupted = stopping && next < in.prompts.size();
+  res.interrupted = (stopping || stop_signal() != 0) && (pending >= 0 || !src.drained());
   res.interrupted = res.interrupted || res.dropped;
   if (counters) *counters = br.counters();
   return res;

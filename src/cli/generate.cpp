@@ -1,15 +1,18 @@
 // `lookahead generate`: the flow of one run. Each stage lives in its own file:
 //   generate_options  flags bound to GenerateOptions, checks before anything loads
 //   prompt_input      --prompt / --input records, chat templates, token ids
-//   run_setup         ranks, tokenizer and models, rank agreement, worker hand-off, strategy, adaptive drafting
-//   run_executor      the executor rank 0 drives
-//   request_loop      the requests in turn (streaming, records, progress, clean stop)
+//   run_setup         ranks and their groups (--lp-size), tokenizer and models, rank agreement, worker hand-off,
+//                     strategy, adaptive drafting
+//   run_executor      the executor a group's owner drives
+//   job_queue         which requests a group's owner runs (world rank 0's queue), and the one --output writer
+//   request_loop      the requests in turn (streaming, records, progress, clean stop); batch_loop: many at once
 //   report            records, --stats-json, summary and interrupted lines
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <iostream>
+#include <optional>
 #include <vector>
 
 #include "batch_loop.h"
@@ -18,6 +21,8 @@
 #include "lookahead/parallel/comm.h"
 #include "lookahead/util/error.h"
 #include "generate_options.h"
+#include "job_queue.h"
+#include "layout_model.h"
 #include "prompt_input.h"
 #include "report.h"
 #include "request_loop.h"
@@ -50,9 +55,11 @@ int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
 }
 
 // --batch: 1 for a single --prompt and under lookahead parallelism (refused when asked for explicitly), the
-// number given, or auto: the throughput choice over a plain calibration of the forward (batch_loop.h).
+// number given, or auto: the throughput choice over a plain calibration of the forward (batch_loop.h), for this
+// group's share of the prompts left.
 int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptRecord>& prompts,
-                  const std::vector<char>& skip, StepModel& model, const Ranks& r) {
+                  const std::vector<char>& skip, StepModel& model, const Ranks& r,
+                  std::optional<ForwardCostModel>& calibrated) {
   if (o.has_prompt || o.simulate_ranks > 0) return 1;  // one stream, or the LP simulation (one request per step)
   LA_CHECK(ranks == 1 || o.batch_size <= 1, "--batch ", o.batch_size, " with lookahead parallelism over ", ranks,
            " ranks is not supported: each step's plan is split across the ranks; use --batch 1");
@@ -62,14 +69,29 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   int64_t rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i)
     if (!skip[i]) ++left, rows += int64_t(prompts[i].ids.size()) + std::max(o.gen.max_new_tokens, 1);
+  left = (left + r.groups - 1) / r.groups;  // with several groups, each gets about its share of the queue
+  rows = rows / std::max(r.groups, 1);
   if (left <= 1) return 1;
   const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
   const ForwardCostModel f = calibrate_forward_cost(model, 64, 2, clock);
+  calibrated = f;
   const int64_t kv = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(model.config(), o.load.dtype) : INT64_MAX;
   std::string line;
   const int b = choose_batch(f, left, kv, rows / left, line);
   if (!o.quiet) std::cerr << (r.tag + "batch " + std::to_string(b) + " (auto; " + line + ")\n");
   return b;
+}
+
+// --lp-size auto with --input on several ranks: the modelled throughput of every layout next to the chosen one
+// (layout_model.h), from the calibration --batch auto made (else a plain one) and the batch it chose.
+void print_layouts(const GenerateOptions& o, const Ranks& r, StepModel& model, const Strategy& strategy,
+                   const ForwardCostModel* calibrated, int batch) {
+  const int top = strategy.max_draft_budget();
+  const int plan = 1 + top + strategy.lookahead_nodes(top);
+  const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
+  const ForwardCostModel f = calibrated ? *calibrated : calibrate_forward_cost(model, 64, 2, clock);
+  std::cerr << (r.tag + "layout auto: " +
+                modelled_layouts(f, r.comm->size(), batch, plan, o.collective_latency_us * 1e-6) + "\n");
 }
 
 }  // namespace
@@ -81,31 +103,55 @@ int cmd_generate(int argc, char** argv) {
   check_generate_options(o);
   std::vector<PromptRecord> prompts = read_prompts(o);
   Ranks ranks = open_ranks(o);
+  split_groups(ranks, o);  // --lp-size: a bad layout fails here, before anything is loaded
   JsonlOutput out;
   const std::vector<char> skip = open_output(o, prompts, ranks.root, out);
 
   const auto t0 = std::chrono::steady_clock::now();
   Models m = open_model_files(o);
   tokenize_prompts(prompts, *m.tok, m.cfg, o);
-  load_weights(m, o, ranks.root);
+  load_weights(m, o, ranks.owner);
   check_ranks_agree(*ranks.comm, *m.model, o, prompts.size());
-  const RankOptions dopt = rank_options(o, ranks.tag);
-  if (!ranks.root) {
-    serve_rank_zero(*ranks.comm, *m.model, dopt.group, ranks);
+  const RankOptions dopt = rank_options(o, ranks.tag, ranks.group);
+  if (!ranks.owner) {
+    serve_rank_zero(*ranks.group, *m.model, dopt.group, ranks);
     return 0;
   }
   set_strategy_identity(o, m);
   auto strategy = make_strategy(o.strategy, m.draft.get());
   if (!o.quiet) print_loaded(ranks, *m.model, *strategy, seconds_since(t0));
+  if (!o.quiet && ranks.comm->size() > 1)
+    std::cerr << (ranks.tag + "layout: " + std::to_string(ranks.comm->size()) + " ranks as " +
+                  std::to_string(ranks.groups) + " group(s) of " + std::to_string(ranks.lp) + " (--lp-size " +
+                  o.lp_size + (o.lp_k == 0 ? ": " + std::string(o.has_prompt ? "one --prompt" : "--input") : "") +
+                  ")\n");
 
-  RunExecutor exec = make_run_executor(*ranks.comm, *m.model, dopt, o);
+  RunExecutor exec = make_run_executor(*ranks.group, *m.model, dopt, o);
   Generator gen(exec.get(), *strategy, m.model->config());
-  const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks);
+  std::optional<ForwardCostModel> calibrated;  // --batch auto's calibration, reused for the layout line
+  const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks, calibrated);
   const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen, batch);
+  if (ranks.root && !o.quiet && o.lp_k == 0 && o.from_file() && ranks.comm->size() > 1)
+    print_layouts(o, ranks, *m.model, *strategy, calibrated ? &*calibrated : nullptr, batch);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};
+  // The request queue (job_queue.h): world rank 0 serves it and writes --output; the other groups' owners ask it.
+  const QueueOptions qopt{o.rank_timeout_s, !o.stats_path.empty(), ranks.tag, o.quiet,
+                          o.share_drafts == "on" && ranks.groups > 1};
+  std::unique_ptr<QueueServer> server;
+  std::unique_ptr<QueueClient> client;
+  if (ranks.root)
+    server = std::make_unique<QueueServer>(ranks.comm.get(),
+                                           std::vector<int>(ranks.owners.begin() + 1, ranks.owners.end()), skip, out,
+                                           qopt);
+  else
+    client = std::make_unique<QueueClient>(*ranks.comm, qopt);
+  RequestSource& src = server ? static_cast<RequestSource&>(*server) : *client;
+  if (qopt.share)  // other groups' finished requests join this group's draft state, between its steps
+    src.on_share = [&strategy](const std::vector<int32_t>& seq, size_t plen) { strategy->learn(seq, plen); };
   comm_set_stop_hook(&stop_signal, [&strategy] { strategy->checkpoint(); });  // a lost host: see comm.h
   LoopResult loop;
   BatchCounters bcount;
+  const auto t_loop = std::chrono::steady_clock::now();
   try {
     if (batch > 1) {
       BatchSetup bs;
@@ -115,10 +161,12 @@ int cmd_generate(int argc, char** argv) {
       bs.cost = adaptive.cost.get();
       if (adaptive.cost)
         bs.make_controller = [&adaptive](Strategy& s) { return std::make_unique<DraftController>(s, *adaptive.cost); };
-      loop = run_batched_requests(in, *m.model, *strategy, bs, out, &bcount);
+      loop = run_batched_requests(in, *m.model, *strategy, bs, src, &bcount);
     } else {
-      loop = run_requests(in, gen, *strategy, out);
+      loop = run_requests(in, gen, *strategy, src);
     }
+    if (server) server->drain(loop);  // the other groups' last records; then they are released
+    if (client) client->finish(loop);
     comm_set_stop_hook(nullptr, nullptr);
   } catch (...) {
     comm_set_stop_hook(nullptr, nullptr);
@@ -134,6 +182,11 @@ int cmd_generate(int argc, char** argv) {
   // State first, then release the workers: a launcher may end the job as soon as they exit.
   strategy->checkpoint();
   exec.shutdown();
+  if (!ranks.root) return 0;  // another group's owner: rank 0 reports for the job
+  if (ranks.groups > 1) {     // the job's figures: every group's records, the job's wall time
+    loop.total.seconds = seconds_since(t_loop);
+    loop.interrupted = stop_signal() != 0 && loop.already + loop.ran + loop.refused < prompts.size();
+  }
   const RunReport report{o, loop, *strategy, *ranks.comm, exec, adaptive, prompts.size(), ranks.tag};
   write_stats_file(report);
   print_summary(report);

@@ -51,6 +51,13 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
        "multi-rank runs (mpirun/srun): auto | mpi | nccl (auto: NCCL when every rank has its own GPU)")
       ("rank-timeout", po::value(&o.rank_timeout_s)->default_value(60),
        "multi-rank runs: seconds rank 0 waits for a silent rank before failing the job (0: forever)")
+      ("lp-size", po::value(&o.lp_size)->default_value("auto"),
+       "multi-rank runs: ranks per lookahead-parallel group; the job's ranks form ranks/K groups that take "
+       "--input requests from a queue on rank 0 (K = 1: every rank decodes, and batches, requests of its own). "
+       "auto: one group of all ranks for --prompt, groups of 1 for --input (the layout is printed at start)")
+      ("share-drafts", po::value(&o.share_drafts)->default_value("on"),
+       "--lp-size with several groups: on | off. on: every finished request's tokens reach every group's draft "
+       "state (trie, suffix tree) between steps, so each group drafts from what all have generated")
       ("simulate-ranks", po::value(&o.simulate_ranks)->default_value(0),
        "lookahead parallelism simulated in one process: split every step over K replicas (shared weights, own "
        "KV caches), run them in sequence, time each; --stats-json gets a \"simulation\" object (0: off)")
@@ -182,8 +189,24 @@ void check_batch(GenerateOptions& o) {
   o.kv_bytes = o.kv_memory.empty() ? 0 : parse_bytes(o.kv_memory, "--kv-memory");
 }
 
-void check_ranks(const GenerateOptions& o) {
+void check_ranks(GenerateOptions& o) {
   LA_CHECK(o.rank_timeout_s >= 0, "--rank-timeout must be >= 0");
+  LA_CHECK(o.share_drafts == "on" || o.share_drafts == "off", "invalid --share-drafts '", o.share_drafts,
+           "' (expected on or off)");
+  if (o.lp_size == "auto") {
+    o.lp_k = 0;
+  } else {
+    size_t used = 0;
+    int k = 0;
+    try {
+      k = std::stoi(o.lp_size, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    LA_CHECK(used == o.lp_size.size() && used > 0 && k >= 1 && k <= 65536, "invalid --lp-size '", o.lp_size,
+             "' (expected auto or a number of ranks >= 1)");
+    o.lp_k = k;
+  }
   LA_CHECK(o.simulate_ranks >= 0, "--simulate-ranks must be >= 1 (or 0: off; got ", o.simulate_ranks, ")");
   LA_CHECK(std::isfinite(o.collective_latency_us) && o.collective_latency_us >= 0,
            "--collective-latency-us must be >= 0");

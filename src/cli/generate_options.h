@@ -28,6 +28,9 @@ struct GenerateOptions {
   std::string comm = "auto";
   double rank_timeout_s = 60;
   int64_t seed = 0;
+  std::string lp_size = "auto";  // --lp-size K | auto: ranks per lookahead-parallel group (data-parallel groups)
+  int lp_k = 0;                  // --lp-size as a number (0: auto), set by the checks
+  std::string share_drafts = "on";  // --share-drafts on|off: finished requests' tokens reach every group's drafts
   int simulate_ranks = 0;
   double collective_latency_us = 0;
   std::string batch = "auto";  // --batch N | auto: requests in flight (continuous batching)

@@ -1,4 +1,5 @@
-// Rank 0's request loop: every prompt through the generator in turn (those --resume found done are skipped),
+// A group owner's request loop: the prompts its RequestSource hands out (job_queue.h: on one process every prompt
+// --resume did not find done, in order), one after another through the generator,
 // streaming a --prompt's text, one --output record per prompt as it finishes followed by a checkpoint of the
 // strategy's state (--trie-state, --pool-state, --suffix-state), progress lines, memory lines, and
 // the clean stop on SIGINT/SIGTERM (the request in flight is finished within --stop-grace or dropped, never
@@ -12,6 +13,7 @@
 #include "lookahead/decode/strategy.h"
 #include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/util/prompt_records.h"
+#include "job_queue.h"
 #include "output_file.h"
 
 namespace la::cli {
@@ -37,6 +39,7 @@ struct LoopResult {
   size_t refused = 0;        // --batch: prompts that could never fit the KV budget (not written)
 };
 
-LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strategy, JsonlOutput& out);
+// Records go to `src` (rank 0 writes them); src.poll() runs after every step.
+LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strategy, RequestSource& src);
 
 }  // namespace la::cli

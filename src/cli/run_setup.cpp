@@ -44,7 +44,34 @@ Ranks open_ranks(GenerateOptions& o) {
   r.tag = r.comm->size() > 1 ? "[rank " + std::to_string(r.comm->rank()) + "] " : "[lookahead] ";
   if (!r.root) o.quiet = true;
   if (r.comm->size() > 1 && o.load.device == "cuda") o.load.device_index = rank_cuda_device(r.comm->local_rank());
+  r.group = r.comm.get();
+  r.owners = {0};
   return r;
+}
+
+void split_groups(Ranks& r, GenerateOptions& o) {
+  const int world = r.comm->size(), me = r.comm->rank();
+  const int k = o.lp_k > 0 ? o.lp_k : o.has_prompt ? world : 1;
+  if (world % k != 0) {
+    // One error line, from rank 0: the others wait in a barrier rank 0 never joins until its abort ends them.
+    if (me != 0) r.comm->barrier();
+    fail("--lp-size ", k, " does not divide the job's ", world, " rank(s) into groups of ", k,
+         " (launch a multiple of ", k, " ranks, or choose a divisor of ", world, ")");
+  }
+  r.lp = k;
+  r.groups = world / k;
+  r.owners.clear();
+  for (int g = 0; g < r.groups; ++g) r.owners.push_back(g * k);
+  r.owner = me % k == 0;
+  if (r.groups > 1) {
+    r.own = r.comm->split(me / k, me);
+    r.group = r.own.get();
+  }
+  if (!r.root && r.owner) {  // one writer per state file: rank 0's group
+    o.strategy.trie.state.clear();
+    o.strategy.suffix.state.clear();
+    o.strategy.ouroboros.pool_state.clear();
+  }
 }
 
 Models open_model_files(const GenerateOptions& o) {
@@ -82,18 +109,19 @@ void check_ranks_agree(Comm& comm, const StepModel& model, const GenerateOptions
   const GenParams& g = o.gen;
   std::ostringstream params;
   params << o.load.dtype << "|" << g.max_new_tokens << "|" << g.sample.temperature << "|" << g.sample.top_k << "|"
-         << g.sample.top_p << "|" << g.sample.seed << "|" << o.strategy.name << "|" << prompts;
+         << g.sample.top_p << "|" << g.sample.seed << "|" << o.strategy.name << "|" << prompts << "|lp " << o.lp_size;
   check_agreement(comm, model.checksum(), params.str());
 }
 
-RankOptions rank_options(const GenerateOptions& o, const std::string& tag) {
+RankOptions rank_options(const GenerateOptions& o, const std::string& tag, const Comm* group) {
   RankOptions d;
   d.group.rank_timeout_s = o.rank_timeout_s;
   d.group.stop_signal = &stop_signal_flag();  // a worker reports its own signal; rank 0 then stops the job cleanly
   d.par.collective_latency_s = o.collective_latency_us * 1e-6;
   d.par.record_limit = o.simulate_ranks > 0 ? 20000 : 0;  // the simulation's per-step table (short runs only)
-  d.par.on_worker_stop = [tag](int sig, int r) {
-    if (stop_signal() == 0) std::cerr << (tag + "rank " + std::to_string(r) + " received " + signal_name(sig) + "\n");
+  d.par.on_worker_stop = [tag, group](int sig, int r) {
+    const int wr = group ? group->world_rank_of(r) : r;
+    if (stop_signal() == 0) std::cerr << (tag + "rank " + std::to_string(wr) + " received " + signal_name(sig) + "\n");
     request_stop(sig);
   };
   return d;
@@ -101,8 +129,9 @@ RankOptions rank_options(const GenerateOptions& o, const std::string& tag) {
 
 void serve_rank_zero(Comm& comm, StepModel& model, const CommGroupOptions& opt, const Ranks& r) {
   if (r.rank_log)  // one write per line, so ranks' lines do not interleave
-    std::cerr << (r.tag + "model " + model.describe() + " loaded; serving rank 0 (" + std::to_string(comm.size()) +
-                  " ranks, " + comm.backend() + ")\n");
+    std::cerr << (r.tag + "model " + model.describe() + " loaded; serving rank " +
+                  std::to_string(comm.world_rank_of(0)) + " (" + std::to_string(comm.size()) + " ranks, " +
+                  comm.backend() + ")\n");
   LocalExecutor wexec(model);
   run_worker(comm, wexec, opt);
 }
@@ -111,7 +140,7 @@ void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strate
   std::ostringstream line;
   line << r.tag << "model " << model.describe() << " loaded in " << std::fixed << std::setprecision(2) << load_s
        << " s; strategy " << strategy.name();
-  if (r.comm->size() > 1) line << "; " << r.comm->size() << " ranks, " << r.comm->backend();
+  if (r.group->size() > 1) line << "; " << r.group->size() << " ranks, " << r.group->backend();
   std::cerr << line.str() + "\n";
 }
 

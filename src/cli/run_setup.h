@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "generate_options.h"
 #include "lookahead/decode/cost_model.h"
@@ -21,8 +22,14 @@ namespace la::cli {
 struct RunExecutor;
 
 struct Ranks {
-  std::unique_ptr<Comm> comm;
-  bool root = true;      // rank 0: runs the strategy, streams text, writes outputs
+  std::unique_ptr<Comm> comm;  // every rank of the job (the world)
+  std::unique_ptr<Comm> own;   // this rank's group when the job has several (split_groups), else null
+  Comm* group = nullptr;       // this rank's lookahead-parallel group: `own`, or `comm` with one group
+  bool root = true;      // world rank 0: the request queue, --output, the summary (and the owner of group 0)
+  bool owner = true;     // the group's first rank: runs the strategy and the request loop of its group
+  int lp = 1;            // ranks per group (--lp-size)
+  int groups = 1;        // world size / lp
+  std::vector<int> owners;  // owners[g]: world rank of group g's owner (g * lp)
   bool rank_log = true;  // per-rank log lines (load, device): not --quiet
   std::string tag;       // log prefix: "[lookahead] ", or "[rank R] " in multi-rank jobs
 };
@@ -30,6 +37,11 @@ struct Ranks {
 // Creates the communicator (collective), checks --simulate-ranks against the job, places this rank on its CUDA
 // device, and makes ranks > 0 quiet (o.quiet).
 Ranks open_ranks(GenerateOptions& o);
+// --lp-size: splits the job into groups of K consecutive ranks (collective; before any model is loaded). auto: one
+// group of all ranks for --prompt, groups of 1 for --input. A world size K does not divide is one error (printed
+// by rank 0 alone; the other ranks wait to be ended with it). Owners other than rank 0 start with a cold draft
+// state and save none: --trie-state, --suffix-state and --pool-state are rank 0's (one writer per file).
+void split_groups(Ranks& r, GenerateOptions& o);
 
 struct Models {
   ModelConfig cfg;                 // from the model files, read before the weights
@@ -54,8 +66,9 @@ struct RankOptions {
   CommGroupOptions group;
   ParallelOptions par;
 };
-RankOptions rank_options(const GenerateOptions& o, const std::string& tag);
-// Ranks > 0: serves rank 0's steps until it shuts the job down.
+// `group`: the group's communicator (errors name its ranks by their world rank).
+RankOptions rank_options(const GenerateOptions& o, const std::string& tag, const Comm* group = nullptr);
+// A group's ranks other than its owner: serve the owner's steps until it shuts the group down.
 void serve_rank_zero(Comm& comm, StepModel& model, const CommGroupOptions& opt, const Ranks& r);
 
 // "model ... loaded in X s; strategy S[; K ranks, backend]" on stderr.

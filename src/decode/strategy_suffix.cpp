@@ -120,6 +120,15 @@ class SuffixStrategy final : public Strategy {
     cached_len_ = 0;
   }
 
+  // Another group's request: its output joins the global tree as this strategy's own do at their end (the
+  // requests of a batch already add theirs while others are in flight).
+  void learn(const std::vector<int32_t>& seq, size_t prompt_len) override {
+    if (seq.size() <= prompt_len) return;
+    global_.add(seq.data() + prompt_len, seq.size() - prompt_len);
+    state_.changed();
+    ++learned_;
+  }
+
   // The global tree changes only when a request ends: a checkpoint mid-request writes nothing new.
   void checkpoint() override {
     state_.write_if_changed([this](const std::string& path) { global_.save(path); });
@@ -151,6 +160,7 @@ class SuffixStrategy final : public Strategy {
         {"suffix_global_steps", static_cast<double>(from_global_)},
         {"suffix_proposed_tokens", static_cast<double>(proposed_)},
         {"suffix_accepted_tokens", static_cast<double>(accepted_)},
+        {"suffix_learned_requests", static_cast<double>(learned_)},
         {"suffix_local_nodes", static_cast<double>(local_.size())},
         {"suffix_global_nodes", static_cast<double>(global_.tree().size())},
         {"suffix_global_sequences", static_cast<double>(global_.sequences())},
@@ -225,6 +235,7 @@ class SuffixStrategy final : public Strategy {
   bool chained_ = false;  // the last step accepted 2 or more draft tokens
   int hint_ = -1;         // draft_size_hint(): the draft's nodes found by draft_context()
   uint64_t steps_ = 0, hits_ = 0, from_global_ = 0, proposed_ = 0, accepted_ = 0;
+  uint64_t learned_ = 0;  // other groups' requests added by learn()
   uint64_t match_hist_[kClasses][17] = {};
 };
 

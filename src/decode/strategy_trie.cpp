@@ -104,6 +104,22 @@ class TrieStrategy : public Strategy {
 
   void end_request(const std::vector<int32_t>& seq) override { finish(seq); }
 
+  // Another group's request: every window holding an output token goes in as a generated branch, as update() and
+  // finish() insert this strategy's own (its prompt branches never were in this trie, so there is nothing to
+  // eliminate). The request in flight keeps its own windows and prompt branches.
+  void learn(const std::vector<int32_t>& seq, size_t prompt_len) override {
+    if (seq.size() <= prompt_len) return;
+    const size_t b = static_cast<size_t>(std::max(opt_.branch_length, 1));
+    std::vector<int32_t> w;
+    for (size_t s = prompt_len >= b ? prompt_len - b + 1 : 0; s < seq.size(); ++s) {
+      w.assign(seq.begin() + static_cast<std::ptrdiff_t>(s),
+               seq.begin() + static_cast<std::ptrdiff_t>(std::min(s + b, seq.size())));
+      trie_.insert_branch(w, BranchSource::generated());
+    }
+    state_.changed();
+    ++learned_;
+  }
+
   // Retrieval is best-first by frequency and emits nodes in selection order, so a shorter decoding length keeps
   // the most frequent nodes: the prefix the acceptance model assumes.
   int max_draft_budget() const override { return std::max(0, opt_.decoding_length); }
@@ -121,7 +137,8 @@ class TrieStrategy : public Strategy {
         {"trie_decay_rounds", static_cast<double>(trie_.decay_rounds())},
         {"trie_requests", static_cast<double>(requests_)},
         {"trie_mean_draft_nodes", steps_ ? static_cast<double>(draft_nodes_) / static_cast<double>(steps_) : 0.0},
-        {"trie_accepted_drafts", static_cast<double>(accepted_)}};
+        {"trie_accepted_drafts", static_cast<double>(accepted_)},
+        {"trie_learned_requests", static_cast<double>(learned_)}};
     state_.add_counters(c, "trie");
     return c;
   }
@@ -163,6 +180,7 @@ class TrieStrategy : public Strategy {
   int64_t request_ = -1;
   size_t prompt_len_ = 0, next_window_ = 0;
   uint64_t requests_ = 0, steps_ = 0, draft_nodes_ = 0, accepted_ = 0;
+  uint64_t learned_ = 0;  // other groups' requests added by learn()
 };
 
 }  // namespace

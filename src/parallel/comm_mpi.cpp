@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include "lookahead/parallel/comm.h"
@@ -69,9 +70,10 @@ void ensure_mpi() {
 
 class MpiComm final : public Comm {
  public:
-  MpiComm() {
-    ensure_mpi();
-    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  // The job's communicator (a duplicate of MPI_COMM_WORLD).
+  MpiComm() : MpiComm(dup_world()) {}
+  // Takes `comm` over (a duplicate of the world, or a group split from it). Collective over `comm`.
+  explicit MpiComm(MPI_Comm comm) : comm_(comm) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -80,20 +82,32 @@ class MpiComm final : public Comm {
     MPI_Comm_rank(node, &local_rank_);
     MPI_Comm_size(node, &local_size_);
     MPI_Comm_free(&node);
-    char name[MPI_MAX_PROCESSOR_NAME];
+    char pname[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
-    MPI_Get_processor_name(name, &len);
-    host_.assign(name, len);
+    MPI_Get_processor_name(pname, &len);
+    host_.assign(pname, len);
     // Every rank's host, once at startup, so that a rank that goes silent (a dead node, a cut link) is named
     // with its host in rank 0's error: across nodes the rank number alone does not say which machine to look at.
     std::vector<char> all(static_cast<size_t>(size_) * MPI_MAX_PROCESSOR_NAME, 0);
-    std::memset(name + len, 0, MPI_MAX_PROCESSOR_NAME - len);
-    check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm_),
+    std::memset(pname + len, 0, MPI_MAX_PROCESSOR_NAME - len);
+    check(MPI_Allgather(pname, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm_),
           "MPI_Allgather (host names)");
     for (int r = 0; r < size_; ++r) {
       const char* h = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
       hosts_.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
     }
+    // Every rank's number in the job: errors of a group's communicator name ranks as the job (and mpirun) does.
+    int wr = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    world_.assign(size_, 0);
+    check(MPI_Allgather(&wr, 1, MPI_INT, world_.data(), 1, MPI_INT, comm_), "MPI_Allgather (world ranks)");
+  }
+  static MPI_Comm dup_world() {
+    ensure_mpi();
+    MPI_Comm c = MPI_COMM_NULL;
+    const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    LA_CHECK(rc == MPI_SUCCESS, "MPI_Comm_dup failed: ", mpi_error_string(rc));
+    return c;
   }
   ~MpiComm() override {
     int fin = 0;
@@ -112,7 +126,7 @@ class MpiComm final : public Comm {
     check_peer(dest, "send to");
     MPI_Request req;
     check(MPI_Isend(v.data(), static_cast<int>(v.size()), MPI_INT32_T, dest, tag, comm_, &req), "MPI_Isend");
-    wait(req, 0, [&] { return detail::cat("sending to rank ", dest, on_host(dest)); });
+    wait(req, 0, [&] { return "sending to rank " + name(dest); });
     stats_.bytes_sent += v.size() * 4;
     ++stats_.messages;
   }
@@ -126,9 +140,9 @@ class MpiComm final : public Comm {
       check(MPI_Iprobe(src, tag, comm_, &flag, &st), "MPI_Iprobe");
       if (flag) break;
       if (timeout_s > 0 && b.elapsed() > timeout_s)
-        fail("no message from rank ", src, on_host(src), " within ", timeout_s,
+        fail("no message from rank ", name(src), " within ", timeout_s,
              " s (that rank is stuck, or too slow for --rank-timeout)");
-      if (rank_ == 0) stop_while_waiting([&] { return std::to_string(src) + on_host(src); });
+      if (rank_ == 0) stop_while_waiting([&] { return name(src); });
       b.pause();
     }
     int count = 0;
@@ -237,6 +251,49 @@ class MpiComm final : public Comm {
     wait(req, 0, [] { return std::string("in barrier"); });
   }
 
+  std::unique_ptr<Comm> split(int color, int key) override {
+    MPI_Comm c = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split");
+    return std::make_unique<MpiComm>(c);
+  }
+
+  bool try_recv(int src, int tag, std::vector<int32_t>& v, int* from) override {
+    if (src >= 0) check_peer(src, "receive from");
+    int flag = 0;
+    MPI_Status st;
+    check(MPI_Iprobe(src < 0 ? MPI_ANY_SOURCE : src, tag, comm_, &flag, &st), "MPI_Iprobe");
+    if (!flag) return false;
+    int count = 0;
+    MPI_Get_count(&st, MPI_INT32_T, &count);
+    v.resize(count);
+    check(MPI_Recv(v.data(), count, MPI_INT32_T, st.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+    stats_.bytes_received += static_cast<uint64_t>(count) * 4;
+    if (from) *from = st.MPI_SOURCE;
+    return true;
+  }
+
+  void post(int dest, int tag, const std::vector<int32_t>& v) override {
+    check_peer(dest, "send to");
+    reap();
+    posted_.emplace_back();
+    Posted& p = posted_.back();
+    p.data = v;
+    p.dest = dest;
+    check(MPI_Isend(p.data.data(), static_cast<int>(p.data.size()), MPI_INT32_T, dest, tag, comm_, &p.req),
+          "MPI_Isend");
+    stats_.bytes_sent += v.size() * 4;
+    ++stats_.messages;
+  }
+
+  void flush() override {
+    for (auto& p : posted_) wait(p.req, 0, [&] { return "sending to rank " + name(p.dest); });
+    posted_.clear();
+  }
+
+  int world_rank_of(int r) const override {
+    return r >= 0 && r < static_cast<int>(world_.size()) ? world_[r] : r;
+  }
+
  private:
   void check(int rc, const char* what) const {
     if (rc != MPI_SUCCESS) fail(what, " failed: ", mpi_error_string(rc));
@@ -244,7 +301,7 @@ class MpiComm final : public Comm {
   std::string missing_ranks(const std::vector<uint8_t>& have) const {
     std::string who;
     for (int r = 1; r < size_; ++r)
-      if (!have[r]) who += (who.empty() ? "" : ", ") + std::to_string(r) + on_host(r);
+      if (!have[r]) who += (who.empty() ? "" : ", ") + name(r);
     return who;
   }
   // Rank 0 waiting for ranks when a stop signal arrives: run the stop hook (comm_set_stop_hook: save the
@@ -261,6 +318,8 @@ class MpiComm final : public Comm {
     std::fflush(stderr);
     if (g_stop_hook) g_stop_hook();
   }
+  // How errors name rank r: its rank in the job (world), plus its host where that differs from this rank's.
+  std::string name(int r) const { return std::to_string(world_rank_of(r)) + on_host(r); }
   // " on host H" for a rank whose host differs from this rank's (on one node the host says nothing new).
   std::string on_host(int r) const {
     if (r < 0 || r >= static_cast<int>(hosts_.size()) || hosts_[r] == host_) return "";
@@ -302,22 +361,43 @@ class MpiComm final : public Comm {
         for (int r = 1; r < size_; ++r) {
           int d = 0;
           MPI_Test(&reqs[r - 1], &d, MPI_STATUS_IGNORE);
-          if (!d) who += (who.empty() ? "" : ", ") + std::to_string(r) + on_host(r);
+          if (!d) who += (who.empty() ? "" : ", ") + name(r);
         }
         fail("rank(s) ", who, " did not take rank 0's message within ", timeout_s,
              " s (stuck, or too slow for --rank-timeout)");
       }
-      stop_while_waiting([&] { return "1.." + std::to_string(size_ - 1); });
+      stop_while_waiting([&] {
+        std::string who;
+        for (int r = 1; r < size_; ++r) who += (who.empty() ? "" : ", ") + name(r);
+        return who;
+      });
       b.pause();
     }
     ++stats_.broadcasts;
     stats_.broadcast_seconds += b.elapsed();
   }
 
+  // Drops the posted messages that were taken (in order: the oldest first).
+  void reap() {
+    while (!posted_.empty()) {
+      int done = 0;
+      check(MPI_Test(&posted_.front().req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) return;
+      posted_.pop_front();
+    }
+  }
+
+  struct Posted {  // a post()ed message: its buffer lives until MPI is done with it
+    std::vector<int32_t> data;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int dest = 0;
+  };
+  std::deque<Posted> posted_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
   std::vector<std::string> hosts_;  // hosts_[r]: rank r's processor name
+  std::vector<int> world_;          // world_[r]: rank r's rank in MPI_COMM_WORLD
 };
 
 }  // namespace

@@ -113,6 +113,17 @@ class NcclComm final : public Comm {
   }
   std::vector<uint64_t> allgather(uint64_t x) override { return mpi_->allgather(x); }
   void barrier() override { mpi_->barrier(); }
+  // A group of its own (--lp-size): the MPI communicator is split, and the group's ranks initialise an NCCL
+  // communicator over it (the group's rank 0 makes the unique id), so each group broadcasts among its own GPUs.
+  std::unique_ptr<Comm> split(int color, int key) override {
+    return make_nccl_comm(mpi_->split(color, key), device_);
+  }
+  bool try_recv(int src, int tag, std::vector<int32_t>& v, int* from) override {
+    return mpi_->try_recv(src, tag, v, from);
+  }
+  int world_rank_of(int r) const override { return mpi_->world_rank_of(r); }
+  void post(int dest, int tag, const std::vector<int32_t>& v) override { mpi_->post(dest, tag, v); }
+  void flush() override { mpi_->flush(); }
 
   // Two rounds at most: a fixed-size first round [length, data...], then the rest when it does not fit.
   void bcast(std::vector<int32_t>& v, double timeout_s) override {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lookahead parallelism is lossless: for every strategy `lookahead generate --help` lists (of ar, jacobi, lade,
 # trie, prompt-lookup) and K = 1, 2, 3, 4 MPI ranks, the ids generated for 12 TinyStories prompts equal the
-# single-process run's. Also: a sampled run (temperature > 0) on 3 ranks, a run through launch/mpirun.sh, and
+# single-process run's (--lp-size K: one lookahead-parallel group; data-parallel groups: test_mpi_groups.sh). Also: a sampled run (temperature > 0) on 3 ranks, a run through launch/mpirun.sh, and
 # --comm nccl on a CPU model is refused with a clear error.
 # labels: mpi
 # timeout: 1500
@@ -71,7 +71,7 @@ for s in ar jacobi lade trie prompt-lookup; do
   for k in 1 2 3 4; do
     out=$T/$s.k$k.jsonl
     timeout 300 mpirun -np "$k" --oversubscribe --bind-to none "$BIN" "${common[@]}" --strategy "$s" --comm mpi \
-      --output "$out" >"$T/log" 2>&1
+      --lp-size "$k" --output "$out" >"$T/log" 2>&1
     check "$s on $k rank(s)" "$ref" "$out" $? "$T/log"
   done
 done
@@ -82,7 +82,7 @@ if grep -qw lade <<<"$strategy_help"; then
   "$BIN" "${common[@]}" "${samp[@]}" --output "$T/samp.ref.jsonl" >"$T/log" 2>&1
   rc=$?
   if [ $rc = 0 ]; then
-    timeout 300 mpirun -np 3 --oversubscribe --bind-to none "$BIN" "${common[@]}" "${samp[@]}" --comm auto \
+    timeout 300 mpirun -np 3 --oversubscribe --bind-to none "$BIN" "${common[@]}" "${samp[@]}" --comm auto --lp-size 3 \
       --output "$T/samp.k3.jsonl" >"$T/log" 2>&1
     check "lade sampled (T=0.8) on 3 ranks, --comm auto" "$T/samp.ref.jsonl" "$T/samp.k3.jsonl" $? "$T/log"
   else
@@ -96,14 +96,14 @@ fi
 check "ouroboros single process equals ar" "$T/ar.ref.jsonl" "$T/ouro.ref.jsonl" $? "$T/log"
 for k in 2 3; do
   timeout 300 mpirun -np "$k" --oversubscribe --bind-to none "$BIN" "${common[@]}" --strategy ouroboros \
-    --draft-model "$SHARED/models/llama2xs" --comm mpi --output "$T/ouro.k$k.jsonl" >"$T/log" 2>&1
+    --draft-model "$SHARED/models/llama2xs" --comm mpi --lp-size "$k" --output "$T/ouro.k$k.jsonl" >"$T/log" 2>&1
   check "ouroboros on $k ranks" "$T/ouro.ref.jsonl" "$T/ouro.k$k.jsonl" $? "$T/log"
 done
 
 # The launcher wrapper (root variables, --oversubscribe, binding, env passing).
 ws=ar
 grep -qw trie <<<"$strategy_help" && [ -f "$T/trie.ref.jsonl" ] && ws=trie
-LOOKAHEAD_BIN=$BIN LA_LAUNCH_QUIET=1 timeout 300 "$SRC/launch/mpirun.sh" -np 3 "${common[@]}" --strategy "$ws" \
+LOOKAHEAD_BIN=$BIN LA_LAUNCH_QUIET=1 timeout 300 "$SRC/launch/mpirun.sh" -np 3 "${common[@]}" --strategy "$ws" --lp-size 3 \
   --output "$T/wrap.jsonl" >"$T/log" 2>&1
 check "launch/mpirun.sh -np 3 ($ws)" "$T/$ws.ref.jsonl" "$T/wrap.jsonl" $? "$T/log"
 

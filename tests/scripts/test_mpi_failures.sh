@@ -104,10 +104,10 @@ kill_mid_run() {
   local out=$T/kill-$np-$victim.jsonl
   rm -f "$out"
   if [ $# -gt 0 ]; then
-    LOOKAHEAD_BIN=$BIN LA_LAUNCH_QUIET=1 timeout 300 "$@" -np "$np" "${long[@]}" --model "$M" --output "$out" \
+    LOOKAHEAD_BIN=$BIN LA_LAUNCH_QUIET=1 timeout 300 "$@" -np "$np" "${long[@]}" --lp-size "$np" --model "$M" --output "$out" \
       --rank-timeout 5 >"$T/out" 2>"$T/err" &
   else
-    timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$BIN" "${long[@]}" --model "$M" --output "$out" \
+    timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$BIN" "${long[@]}" --lp-size "$np" --model "$M" --output "$out" \
       --rank-timeout 5 >"$T/out" 2>"$T/err" &
   fi
   JOB=$!

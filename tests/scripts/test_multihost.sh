@@ -122,7 +122,7 @@ want equal && for name in lade trie prompt-lookup ouroboros sampled-lade; do
   fi
   for np in 2 3; do
     out=$T/$name.k$np.jsonl
-    mpi_hosts "$np" "${G[@]}" "${extra[@]}" --comm mpi --output "$out" >"$T/log" 2>&1
+    mpi_hosts "$np" "${G[@]}" "${extra[@]}" --comm mpi --lp-size "$np" --output "$out" >"$T/log" 2>&1
     rc=$?
     if [ $rc != 0 ]; then bad "$name on $np hosts: exit $rc"; sed 's/^/    /' "$T/log" | tail -n 8
     elif ! where_ok "$np"; then bad "$name on $np hosts: the ranks did not run one per host"
@@ -170,7 +170,7 @@ fault() {
   local name=$1 action=$2 needle=$3 lossy=${4:-} out=$T/fault.jsonl state=$T/fault.trie more=() start=0
   if [ "$lossy" = continue ]; then more=(--resume); start=$(wc -l < "$out"); else rm -f "$out" "$state"; fi
   local rt=$RT; [ "$lossy" = lossy ] && rt=2  # a stall of 2 s comes sooner than one of 5 s under loss
-  mpi_hosts 3 "${F[@]}" --rank-timeout "$rt" --output "$out" --trie-state "$state" "${more[@]}" >"$T/out" 2>"$T/err" &
+  mpi_hosts 3 "${F[@]}" --lp-size 3 --rank-timeout "$rt" --output "$out" --trie-state "$state" "${more[@]}" >"$T/out" 2>"$T/err" &
   JOB=$!
   local i
   for ((i = 0; i < 600; i++)); do
@@ -213,7 +213,7 @@ fault() {
 # resume NAME: mend everything, --resume on 3 hosts, compare with the uninterrupted run.
 resume() {
   local name=$1 out=$T/fault.jsonl state=$T/fault.trie
-  mpi_hosts 3 "${F[@]}" --rank-timeout "$RT" --output "$out" --trie-state "$state" --resume >"$T/log" 2>&1
+  mpi_hosts 3 "${F[@]}" --lp-size 3 --rank-timeout "$RT" --output "$out" --trie-state "$state" --resume >"$T/log" 2>&1
   local rc=$?
   if [ $rc != 0 ]; then bad "$name: --resume run failed (exit $rc)"; sed 's/^/    /' "$T/log" | grep -v setpgid | tail -n 8
   elif same_ids "$T/many.ref.jsonl" "$out" 24; then ok "$name: --resume completed to the 24 records of one uninterrupted process"

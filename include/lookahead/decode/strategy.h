@@ -1,6 +1,7 @@
 // A decoding strategy turns its draft state into one StepPlan per step and reads back the verified result.
 // Strategies never see tensors, attention or ranks.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,6 +27,10 @@ class Strategy {
                       const Verdict& verdict) = 0;
   // The request ended with `seq` (prompt + generated).
   virtual void end_request(const std::vector<int32_t>& seq) { (void)seq; }
+  // A request decoded elsewhere (another group of a multi-rank job, --lp-size) ended with `seq`, its first
+  // `prompt_len` tokens the prompt: add its output to the global draft state as end_request() adds this strategy's
+  // own, leaving the request in flight alone (called between steps). Drafts only: outputs never change.
+  virtual void learn(const std::vector<int32_t>& seq, size_t prompt_len) { (void)seq, (void)prompt_len; }
   // Persists the draft state if a state file is configured (--trie-state, --pool-state, --suffix-state) and it
   // changed since the last write; atomic (state_checkpoint.h). The driver calls it after every finished request,
   // on a stop signal and at the end: a killed job loses at most the request in flight.

@@ -52,6 +52,21 @@ class Comm {
   virtual std::vector<uint64_t> allgather(uint64_t x) = 0;
   virtual void barrier() = 0;
 
+  // Data-parallel groups (--lp-size): the ranks that pass the same `color` become a communicator of their own,
+  // ordered by `key` (MPI_Comm_split; collective over this communicator). Over NCCL each group gets its own NCCL
+  // communicator (a unique id of its own, initialised over the group's MPI communicator).
+  virtual std::unique_ptr<Comm> split(int color, int key) = 0;
+  // Never blocks: when a message with `tag` from rank `src` (-1: any rank) is waiting, moves it into `v`, sets
+  // *from to its sender and returns true; else false. (The request queue polls with it between steps.)
+  virtual bool try_recv(int src, int tag, std::vector<int32_t>& v, int* from) = 0;
+  // Non-blocking send (the request queue's records and shared drafts): `v` is copied and handed to MPI at once, and
+  // this rank goes on; a message too large to go eagerly is delivered when the receiver takes it. flush() waits
+  // until every posted message was taken (before the ranks finalise). Default: send().
+  virtual void post(int dest, int tag, const std::vector<int32_t>& v) { send(dest, tag, v); }
+  virtual void flush() {}
+  // The number errors name rank r by: its rank in the job (MPI_COMM_WORLD), also in a communicator split from it.
+  virtual int world_rank_of(int r) const { return r; }
+
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }
 

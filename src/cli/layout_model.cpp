@@ -1,0 +1,40 @@
+// Modelled job throughput per layout for --lp-size auto (layout_model.h).
+#include "layout_model.h"
+
+#include <algorithm>
+#include <cstdio>
+
+
+namespace la::cli {
+
+std::string modelled_layouts(const ForwardCostModel& f, int world, int batch, int plan_tokens, double latency_s) {
+  std::string line;
+  char buf[192];
+  double one_rate = 0;  // groups of 1: per-rank batched plain tokens/s
+  for (int k = 1; k <= world; ++k) {
+    if (world % k != 0) continue;
+    const int groups = world / k;
+    if (k == 1) {
+      const int b = std::max(batch, 1);
+      one_rate = b / f.seconds(b);
+      std::snprintf(buf, sizeof buf, "%dx1: %.0f tokens/s (batch %d each)", groups, groups * one_rate, b);
+    } else {
+      const StepCostModel lp(f, k, latency_s);
+      const double plain = groups / lp.step_seconds(1);
+      const double draft_s = lp.step_seconds(plan_tokens);
+      // tokens per draft step a group needs to make the job as fast as `world` groups of 1
+      const double need = one_rate * k * draft_s;
+      if (plan_tokens > 1)
+        std::snprintf(buf, sizeof buf,
+                      "; %dx%d: %.0f with plain steps, a %d-token draft step costs %.2f ms and would need %.1f "
+                      "tokens per step to match",
+                      groups, k, plain, plan_tokens, draft_s * 1e3, need);
+      else
+        std::snprintf(buf, sizeof buf, "; %dx%d: %.0f (plain steps)", groups, k, plain);
+    }
+    line += buf;
+  }
+  return "modelled job tokens/s by layout (groups x ranks each; calibrated forward): " + line;
+}
+
+}  // namespace la::cli

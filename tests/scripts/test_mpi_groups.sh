@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# Data-parallel groups (--lp-size K): the job's ranks as ranks/K groups that take --input requests from rank 0's
+# queue, rank 0 the one writer of --output. With real MPI ranks on this machine:
+#   1. every request's ids equal one process's, for the layouts 2x1, 1x2 (2 ranks) and 4x1, 2x2 (4 ranks), for
+#      ar, trie, suffix and lade, fp32 and bf16 (records compared by id: groups write in finishing order);
+#      and --share-drafts on/off: the other groups' finished requests reach rank 0's trie (or not), ids unchanged;
+#   2. SIGTERM mid-run (launch/mpirun.sh forwards it) stops every group: status 143, valid JSONL, fewer records;
+#      --resume with the same layout, with another --lp-size, and in one process completes to the same records;
+#   3. --lp-size that does not divide the world: one error line before any model is loaded; one process too;
+#   4. kill -9 of a non-zero rank mid-run: the job ends non-zero naming the rank, the records written so far are
+#      valid and equal one process's, and --resume completes them; SIGSTOP of another group's owner with
+#      --rank-timeout 5: rank 0 names it.
+# labels: mpi
+# timeout: 1500
+set -u
+BUILD=$1; SRC=$2; SHARED=$3
+BIN=$BUILD/lookahead
+M=$SHARED/models/stories260K
+P=$SHARED/datasets/tinystories/prompts.jsonl
+skip() { echo "SKIP: $*"; exit 77; }
+[ -x "$BIN" ] || skip "$BIN is not built"
+[ -d "$M" ] && [ -f "$P" ] || skip "shared model or prompts missing ($M, $P)"
+command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed"
+command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+"$BIN" generate --help 2>&1 | grep -q -- "--lp-size" || skip "lookahead generate has no --lp-size"
+[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1
+# Which layouts (default all); GROUPS_QUICK=1: fp32 only, ar and trie (a quick local check).
+LAYOUTS=${GROUPS_LAYOUTS:-"2x1 1x2 4x1 2x2"}
+
+T=$(mktemp -d)
+JOB=""
+cleanup() {
+  [ -n "$JOB" ] && kill -9 "$JOB" 2>/dev/null
+  for p in $(rank_pids_any); do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+awk 'NR % 150 == 1' "$P" | head -n 12 > "$T/prompts.jsonl"
+MPI=(mpirun --oversubscribe --bind-to none)
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
+now() { date +%s.%N; }
+elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
+
+# same_ids REF OUT [partial]: OUT's records (valid JSONL: whole lines, no id twice) have the ids of REF's record
+# with the same id; without `partial` both hold the same set of ids.
+same_ids() {
+  python3 - "$@" <<'PY'
+import json, sys
+def load(p):
+    data = open(p, "rb").read()
+    if data and not data.endswith(b"\n"):
+        sys.exit("    the last line has no newline (a partial write)")
+    recs = {}
+    for line in data.decode().splitlines():
+        r = json.loads(line)
+        k = json.dumps(r["id"])
+        if k in recs:
+            sys.exit(f"    id {k} written twice")
+        recs[k] = r["ids"]
+    return recs
+a, b = load(sys.argv[1]), load(sys.argv[2])
+partial = len(sys.argv) > 3
+if not partial and set(a) != set(b):
+    sys.exit(f"    record sets differ: {len(a)} vs {len(b)} records; missing {sorted(set(a) - set(b))[:5]}")
+bad = [k for k in b if k not in a or a[k] != b[k]]
+for k in bad[:3]:
+    x, y = a.get(k, []), b[k]
+    i = next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+    print(f"    id {k}: first difference at token {i}: {x[i:i+5]} vs {y[i:i+5]}")
+sys.exit(1 if bad else 0)
+PY
+}
+
+# layout_run NP K OUT ARGS...: one mpirun job of NP ranks as NP/K groups of K.
+layout_run() {
+  local np=$1 k=$2 out=$3; shift 3
+  timeout 300 "${MPI[@]}" -np "$np" "$BIN" "$@" --lp-size "$k" --comm mpi --output "$out"
+}
+
+# 1. Exactness: every layout, strategy and dtype equals one process.
+strategies="ar trie suffix lade"
+dtypes="fp32 bf16"
+[ "${GROUPS_QUICK:-0}" = 1 ] && strategies="ar trie" && dtypes=fp32
+for dt in $dtypes; do
+  for s in $strategies; do
+    common=(generate --model "$M" --input "$T/prompts.jsonl" --max-new-tokens 40 --quiet --threads 1 --dtype "$dt"
+            --strategy "$s")
+    ref=$T/$s.$dt.ref.jsonl
+    if ! "$BIN" "${common[@]}" --output "$ref" >"$T/log" 2>&1; then
+      bad "$s $dt: the one-process run failed"; tail -n 5 "$T/log" | sed 's/^/    /'; continue
+    fi
+    for lay in $LAYOUTS; do
+      g=${lay%x*}; k=${lay#*x}; np=$((g * k))
+      out=$T/$s.$dt.$lay.jsonl
+      layout_run "$np" "$k" "$out" "${common[@]}" >"$T/log" 2>&1
+      rc=$?
+      if [ $rc != 0 ]; then
+        bad "$s $dt, $g group(s) of $k: exit $rc"; tail -n 8 "$T/log" | sed 's/^/    /'
+      elif why=$(same_ids "$ref" "$out" 2>&1); then
+        ok "$s $dt, $g group(s) of $k: every record's ids equal one process's"
+      else
+        bad "$s $dt, $g group(s) of $k: $why"
+      fi
+    done
+  done
+done
+# The layout line says what was chosen: --input with the default auto is groups of 1.
+timeout 300 "${MPI[@]}" -np 2 "$BIN" generate --model "$M" --input "$T/prompts.jsonl" --max-new-tokens 40 \
+  --threads 1 --strategy ar --output "$T/auto.jsonl" >"$T/log" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "layout: 2 ranks as 2 group(s) of 1 (--lp-size auto" "$T/log" &&
+   same_ids "$T/ar.fp32.ref.jsonl" "$T/auto.jsonl" >/dev/null; then
+  ok "--lp-size auto with --input on 2 ranks: $(grep -m1 -o 'layout: .*' "$T/log")"
+else
+  bad "--lp-size auto with --input: exit $rc"; tail -n 5 "$T/log" | sed 's/^/    /'
+fi
+
+# Drafts learned across groups: rank 0's trie takes in the other group's finished requests (--share-drafts on, the
+# default), not with off; the ids are the same either way.
+for sh in on off; do
+  timeout 300 "${MPI[@]}" -np 2 "$BIN" generate --model "$M" --input "$T/prompts.jsonl" --max-new-tokens 40 \
+    --threads 1 --strategy trie --batch 1 --quiet --lp-size 1 --comm mpi --share-drafts "$sh" \
+    --output "$T/share-$sh.jsonl" --stats-json "$T/share-$sh.json" >"$T/log" 2>&1
+  rc=$?
+  learned=$(python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['counters']['trie_learned_requests']))" \
+    "$T/share-$sh.json" 2>/dev/null)
+  if [ $rc = 0 ] && same_ids "$T/trie.fp32.ref.jsonl" "$T/share-$sh.jsonl" >/dev/null &&
+     { { [ "$sh" = on ] && [ "${learned:-0}" -gt 0 ]; } || { [ "$sh" = off ] && [ "${learned:-1}" = 0 ]; }; }; then
+    ok "--share-drafts $sh on 2 groups of 1: rank 0's trie learned $learned request(s) of the other group; ids equal"
+  else
+    bad "--share-drafts $sh: exit $rc, learned '${learned}'"; tail -n 5 "$T/log" | sed 's/^/    /'
+  fi
+done
+
+# 2. SIGTERM mid-run, then --resume (same layout, another --lp-size, one process): the same records.
+head -n 80 "$P" > "$T/p80.jsonl"
+S=(generate --model "$M" --input "$T/p80.jsonl" --max-new-tokens 64 --strategy trie --adaptive off --threads 1
+   --quiet)
+"$BIN" "${S[@]}" --output "$T/s.ref.jsonl" >"$T/log" 2>&1 || bad "the SIGTERM reference run failed"
+# interrupt NAME NP K OUT: start the job through launch/mpirun.sh, SIGTERM the wrapper after >= 5 records.
+interrupt() {
+  local name=$1 np=$2 k=$3 out=$4
+  rm -f "$out"
+  LOOKAHEAD_BIN=$BIN LA_LAUNCH_QUIET=1 "$SRC/launch/mpirun.sh" -np "$np" "${S[@]}" --lp-size "$k" --comm mpi \
+    --output "$out" --stop-grace 0.5 >"$T/out" 2>"$T/err" &
+  JOB=$!
+  local i
+  for ((i = 0; i < 1200; i++)); do
+    [ "$(lines "$out")" -ge 5 ] && break
+    kill -0 "$JOB" 2>/dev/null || break
+    sleep 0.05
+  done
+  if ! kill -0 "$JOB" 2>/dev/null; then
+    bad "$name: the job ended before the signal"; tail -n 5 "$T/err" | sed 's/^/    /'; wait "$JOB"; JOB=""; return 1
+  fi
+  local t0; t0=$(now)
+  kill -TERM "$JOB"
+  local waited=0
+  while kill -0 "$JOB" 2>/dev/null && [ $waited -lt 600 ]; do sleep 0.05; waited=$((waited + 1)); done
+  local t1; t1=$(now)
+  kill -9 "$JOB" 2>/dev/null
+  wait "$JOB"; local rc=$?
+  JOB=""
+  local secs; secs=$(elapsed "$t0" "$t1")
+  local got; got=$(lines "$out")
+  if [ "$rc" = 143 ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 10 else 1)" "$secs" &&
+     grep -q "interrupted by SIGTERM" "$T/err" && [ "$got" -lt 80 ] &&
+     why=$(same_ids "$T/s.ref.jsonl" "$out" partial 2>&1); then
+    ok "$name: status 143 after $secs s, $got of 80 records, valid and equal to one process's"
+  else
+    bad "$name: status $rc after $secs s, $got records ${why:-}"; tail -n 8 "$T/err" | sed 's/^/    /'
+  fi
+}
+# resume NAME OUT FLAGS -- LAUNCH...: --resume (with FLAGS) completes OUT to exactly the reference's records.
+resume() {
+  local name=$1 out=$2 flags=$3; shift 4
+  # shellcheck disable=SC2086
+  if "$@" "${S[@]}" $flags --output "$out" --resume >"$T/log" 2>&1 && why=$(same_ids "$T/s.ref.jsonl" "$out" 2>&1); then
+    ok "$name: --resume completes to the same 80 records"
+  else
+    bad "$name: ${why:-the --resume run failed}"; tail -n 8 "$T/log" | sed 's/^/    /'
+  fi
+}
+interrupt "2 groups of 1, SIGTERM" 2 1 "$T/r1.jsonl" &&
+  resume "2 groups of 1 -> 2 groups of 1" "$T/r1.jsonl" "--lp-size 1 --comm mpi" -- "${MPI[@]}" -np 2 "$BIN"
+interrupt "2 groups of 1, SIGTERM (again)" 2 1 "$T/r2.jsonl" &&
+  resume "2 groups of 1 -> 1 group of 2 (--lp-size 2)" "$T/r2.jsonl" "--lp-size 2 --comm mpi" -- "${MPI[@]}" -np 2 "$BIN"
+interrupt "2 groups of 2, SIGTERM" 4 2 "$T/r3.jsonl" &&
+  resume "2 groups of 2 -> one process" "$T/r3.jsonl" "" -- "$BIN"
+
+# 3. A world size --lp-size does not divide: one error line, before any model is loaded.
+t0=$(now)
+timeout 120 "${MPI[@]}" -np 2 "$BIN" generate --model "$M" --input "$T/prompts.jsonl" --max-new-tokens 8 \
+  --lp-size 3 --comm mpi --output "$T/bad.jsonl" >"$T/out" 2>"$T/err"
+rc=$?
+n=$(grep -c "error: --lp-size 3 does not divide the job's 2 rank(s)" "$T/err")
+if [ $rc != 0 ] && [ $rc -lt 124 ] && [ "$n" = 1 ] && ! grep -q "loaded" "$T/err" && [ ! -s "$T/bad.jsonl" ]; then
+  ok "--lp-size 3 on 2 ranks: exit $rc after $(elapsed "$t0" "$(now)") s, one line: $(grep -m1 'error:' "$T/err")"
+else
+  bad "--lp-size 3 on 2 ranks: exit $rc, $n error line(s)"; sed 's/^/    /' "$T/err" | head -n 12
+fi
+"$BIN" generate --model "$M" --prompt "Once" --lp-size 2 >"$T/out" 2>"$T/err"
+rc=$?
+if [ $rc = 1 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -q "^lookahead: error: --lp-size 2 does not divide" "$T/err"; then
+  ok "--lp-size 2 in one process: $(cat "$T/err")"
+else
+  bad "--lp-size 2 in one process: exit $rc"; sed 's/^/    /' "$T/err" | head
+fi
+for v in 0 x -1; do
+  "$BIN" generate --model "$M" --prompt "Once" --lp-size "$v" >"$T/out" 2>"$T/err"
+  rc=$?
+  [ $rc != 0 ] && grep -q "invalid --lp-size" "$T/err" && ok "--lp-size $v refused: $(head -n1 "$T/err")" ||
+    bad "--lp-size $v: exit $rc, $(head -n1 "$T/err")"
+done
+
+# 4. A dead or stuck rank ends the job, naming it; the records written so far stay valid.
+rank_pids_any() {
+  local p
+  for p in /proc/[0-9]*; do
+    { tr '\0' '\n' < "$p/cmdline" | grep -qF -- "$T/"; } 2>/dev/null || continue
+    { tr '\0' '\n' < "$p/environ" | grep -q "^OMPI_COMM_WORLD_RANK="; } 2>/dev/null && echo "${p#/proc/}"
+  done
+}
+rank_pid() {
+  local r=$1 p pid
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    { tr '\0' '\n' < "$p/cmdline" | grep -qF -- "$T/"; } 2>/dev/null || continue
+    { tr '\0' '\n' < "$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$r"; } 2>/dev/null && { echo "$pid"; return 0; }
+  done
+  return 1
+}
+# fail_mid_run NAME NP K SIGNAL VICTIM NEEDLE
+fail_mid_run() {
+  local name=$1 np=$2 k=$3 sig=$4 victim=$5 needle=$6
+  local out=$T/fail-$np-$k-$victim.jsonl
+  rm -f "$out"
+  timeout 300 "${MPI[@]}" -np "$np" "$BIN" "${S[@]}" --lp-size "$k" --comm mpi --output "$out" --rank-timeout 5 \
+    >"$T/out" 2>"$T/err" &
+  JOB=$!
+  local i pid=""
+  for ((i = 0; i < 600; i++)); do
+    if [ "$(lines "$out")" -ge 3 ] && pid=$(rank_pid "$victim"); then break; fi
+    kill -0 "$JOB" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$pid" ] || ! kill -0 "$JOB" 2>/dev/null; then
+    bad "$name: the job did not get going"; tail -n 5 "$T/err" | sed 's/^/    /'
+    kill -9 "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null; JOB=""; return
+  fi
+  local t0; t0=$(now)
+  kill "-$sig" "$pid"
+  wait "$JOB"; local rc=$?
+  local secs; secs=$(elapsed "$t0" "$(now)")
+  JOB=""
+  [ "$sig" = STOP ] && kill -9 "$pid" 2>/dev/null
+  local why=""
+  if [ $rc != 0 ] && [ $rc != 124 ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 30 else 1)" "$secs" &&
+     grep -qE -- "$needle" "$T/err" && why=$(same_ids "$T/s.ref.jsonl" "$out" partial 2>&1); then
+    ok "$name: exit $rc after $secs s, $(lines "$out") valid records; $(grep -E -m1 -- "$needle" "$T/err" | head -c 150)"
+  else
+    bad "$name: exit $rc after $secs s $why"; tail -n 10 "$T/err" | sed 's/^/    /'
+  fi
+}
+fail_mid_run "kill -9 rank 1 (an owner) of 2 groups of 1" 2 1 9 1 "rank 1"
+resume "after kill -9 of rank 1: 2 groups of 1" "$T/fail-2-1-1.jsonl" "--lp-size 1 --comm mpi" -- "${MPI[@]}" -np 2 "$BIN"
+fail_mid_run "kill -9 rank 3 (a worker) of 2 groups of 2" 4 2 9 3 "rank 3"
+fail_mid_run "SIGSTOP rank 1 (an owner) of 2 groups of 1, --rank-timeout 5" 2 1 STOP 1 "rank 1 \(the owner of a group\)"
+
+[ $fails = 0 ] && echo "PASS" || echo "$fails failure(s)"
+[ $fails = 0 ]
