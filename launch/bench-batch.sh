@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Batch jobs against llama.cpp's batched decoding on the same weights, prompts and threads, in one run (a
-# benchmark, not a test): job tokens/s and p50/p95 request latency of `lookahead generate --input --batch B` (plain
-# decoding, and the drafting default: suffix with adaptive drafting) against `llama-batched-bench` at the same B with
+# benchmark, not a test): job tokens/s (generated tokens over the time of prompts + decoding, load excluded, for
+# both) and p50/p95 request latency of `lookahead generate --input --batch B` (plain decoding, and the drafting
+# default: suffix with adaptive drafting) against `llama-batched-bench` at the same B with
 # our mean prompt and generation lengths, for MT-Bench (chat), HumanEval and GSM8K prompts; rounds interleaved,
 # median [min-max] reported; every one of our rows' ids compared with plain decoding at --batch 1. Body:
 # launch/bench_batch.py.

@@ -106,7 +106,8 @@ with open(txt, "w") as f:
                                                 {"role": "user", "content": CHATS[0]}]}) + "\n")
 out = os.path.join(tmp, "chat-out.jsonl")
 lookahead("generate", "--model", MODEL, "--chat", "--input", txt, "--output", out, "--max-new-tokens", "1", "--quiet")
-got = [r["prompt_ids"] for r in sorted(map(json.loads, open(out)), key=lambda r: r["id"])]
+# in input order (records arrive in finishing order under --batch): the integer ids, then "m"
+got = [r["prompt_ids"] for r in sorted(map(json.loads, open(out)), key=lambda r: (isinstance(r["id"], str), r["id"]))]
 sysmsg = tok.apply_chat_template([{"role": "system", "content": "Be brief."}, {"role": "user", "content": CHATS[0]}],
                                  add_generation_prompt=True, tokenize=True)
 want_ids = [chat_ids(c) for c in CHATS] + [list(sysmsg["input_ids"] if hasattr(sysmsg, "keys") else sysmsg)]

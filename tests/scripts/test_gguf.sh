@@ -65,7 +65,7 @@ def generate(model, prompts, n_new, *extra, chat=False, env=None):
             f.write(json.dumps({"id": i, "prompt": p}) + "\n")
     _, err = run("generate", "--model", model, "--input", inp, "--output", out, "--max-new-tokens", str(n_new),
                  "--threads", "2", "--overwrite", *(["--chat"] if chat else []), *extra, stderr=True, env=env)
-    recs = [json.loads(l) for l in open(out)]
+    recs = sorted((json.loads(l) for l in open(out)), key=lambda r: r["id"])  # --batch: finishing order
     return [r["prompt_ids"] for r in recs], [r["ids"] for r in recs], err
 
 def score(model, ids, env):  # the logits of every position, as printed (exact decimal text of the floats)
