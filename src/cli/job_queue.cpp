@@ -201,8 +201,9 @@ void QueueServer::check_silence() {
     const double limit = heard_[i] ? opt_.rank_timeout_s : std::max(10 * opt_.rank_timeout_s, 120.0);
     const double quiet = std::chrono::duration<double>(now - last_[i]).count();
     if (quiet > limit)
-      fail("rank ", owners_[i], " (the owner of a group) sent nothing to rank 0 for ", std::lround(quiet),
-           " s (stuck, or too slow for --rank-timeout ", opt_.rank_timeout_s, ")");
+      fail("rank ", owners_[i], " (the owner of a group, on host ", world_->host_of(owners_[i]),
+           ") sent nothing to rank 0 for ", std::lround(quiet), " s (stuck, or too slow for --rank-timeout ",
+           opt_.rank_timeout_s, ")");
   }
 }
 
