@@ -78,9 +78,17 @@ bool QueueServer::drained() const {
   return i >= skip_.size();
 }
 
-int64_t QueueServer::next(bool) {
+int64_t QueueServer::next(bool wait) {
+  // With other groups, rank 0's own group takes at most one new request per step while it has some in flight, as
+  // the other owners do (one WANT round trip per step): every group fills its batch at the pace of its own steps,
+  // so a faster group takes more of the queue and a slow one does not sit on a full batch of it.
+  if (!wait && !owners_.empty() && took_this_step_) {
+    serve();
+    return kLater;
+  }
   const int64_t i = take();  // rank 0's own group first (a --prompt is then streamed by rank 0), then the others
-  poll();                    // (a stop seen here: the loop treats the request it now starts as one in flight)
+  if (i >= 0) took_this_step_ = true;
+  serve();  // (a stop seen here: the loop treats the request it now starts as one in flight)
   return i;
 }
 
@@ -119,6 +127,11 @@ int QueueServer::owner_index(int world_rank) const {
 }
 
 void QueueServer::poll() {
+  took_this_step_ = false;  // the loop calls poll() once per step
+  serve();
+}
+
+void QueueServer::serve() {
   if (owners_.empty()) return;
   int from = -1;
   while (world_->try_recv(-1, kToRoot, msg_, &from)) handle(from, msg_);
@@ -188,8 +201,9 @@ void QueueServer::check_silence() {
     const double limit = heard_[i] ? opt_.rank_timeout_s : std::max(10 * opt_.rank_timeout_s, 120.0);
     const double quiet = std::chrono::duration<double>(now - last_[i]).count();
     if (quiet > limit)
-      fail("rank ", owners_[i], " (the owner of a group) sent nothing to rank 0 for ", std::lround(quiet),
-           " s (stuck, or too slow for --rank-timeout ", opt_.rank_timeout_s, ")");
+      fail("rank ", owners_[i], " (the owner of a group, on host ", world_->host_of(owners_[i]),
+           ") sent nothing to rank 0 for ", std::lround(quiet), " s (stuck, or too slow for --rank-timeout ",
+           opt_.rank_timeout_s, ")");
   }
 }
 
@@ -201,7 +215,7 @@ void QueueServer::drain(LoopResult& loop) {
       return true;
     };
     while (!all_bye()) {
-      poll();
+      serve();
       if (!all_bye()) nap();
     }
     for (int r : owners_) world_->send(r, kFromRoot, {kRelease});

@@ -89,6 +89,7 @@ class QueueServer final : public RequestSource {
  private:
   using Clock = std::chrono::steady_clock;
   int64_t take();  // the next index not handed out, or kNone (none left, or a stop)
+  void serve();     // answers the other owners' messages, sends STOP once, checks their silence
   void share(const nlohmann::json& record, int from);  // SHARE to every running owner but `from`
   void handle(int from, const std::vector<int32_t>& m);
   void check_silence();
@@ -101,6 +102,7 @@ class QueueServer final : public RequestSource {
   QueueOptions opt_;
   size_t cursor_ = 0;  // the next prompt index not handed out (skipped ones are passed over)
   bool stop_sent_ = false;
+  bool took_this_step_ = false;  // rank 0's own group took a request since the loop's last poll()
   std::vector<char> bye_;
   std::vector<char> heard_;
   std::vector<Clock::time_point> last_;  // when rank 0 last had a message from owner i

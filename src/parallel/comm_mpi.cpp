@@ -290,6 +290,10 @@ class MpiComm final : public Comm {
     posted_.clear();
   }
 
+  std::string host_of(int r) const override {
+    return r >= 0 && r < static_cast<int>(hosts_.size()) ? hosts_[r] : host_;
+  }
+
   int world_rank_of(int r) const override {
     return r >= 0 && r < static_cast<int>(world_.size()) ? world_[r] : r;
   }

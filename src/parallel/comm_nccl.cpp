@@ -122,6 +122,7 @@ class NcclComm final : public Comm {
     return mpi_->try_recv(src, tag, v, from);
   }
   int world_rank_of(int r) const override { return mpi_->world_rank_of(r); }
+  std::string host_of(int r) const override { return mpi_->host_of(r); }
   void post(int dest, int tag, const std::vector<int32_t>& v) override { mpi_->post(dest, tag, v); }
   void flush() override { mpi_->flush(); }
 

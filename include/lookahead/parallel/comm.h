@@ -64,6 +64,8 @@ class Comm {
   // until every posted message was taken (before the ranks finalise). Default: send().
   virtual void post(int dest, int tag, const std::vector<int32_t>& v) { send(dest, tag, v); }
   virtual void flush() {}
+  // Rank r's host (processor name), for errors that name a rank on a multi-host job.
+  virtual std::string host_of(int r) const { (void)r; return host(); }
   // The number errors name rank r by: its rank in the job (MPI_COMM_WORLD), also in a communicator split from it.
   virtual int world_rank_of(int r) const { return r; }
 
