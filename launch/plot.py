@@ -6,6 +6,7 @@ environment on first use: run it with the torch venv's python, as the bench scri
   plot.py forward     TABLE PNG   `lookahead bench-forward` output (one or more runs): step cost against T
   plot.py acceptance  TABLE PNG   launch/bench_budget_acceptance.py output: accepted tokens per step against budget
   plot.py demo        TABLE PNG   launch/demo.sh output, part 3: S and tokens/s over the batch
+  plot.py layouts     CSV PNG     launch/strong-scaling.sh --layouts W: measured and modelled job tokens/s per layout
   plot.py batch       TABLE PNG   launch/bench_batch.py's "SET ENGINE B TOKENS/S" lines: job tokens/s against B
 
 A title line can be given with TITLE=...; the command that made the table belongs in the caption beside the PNG.
@@ -204,6 +205,28 @@ def demo(lines, png):
     save(fig, png)
 
 
+def layouts(lines, png):
+    import csv
+    rows = list(csv.DictReader(lines))
+    p = plt()
+    fig, ax = p.subplots(figsize=(6.5, 3.6))
+    xs = list(range(len(rows)))
+    w = 0.38
+    ax.bar([x - w / 2 for x in xs], [num(r["job_tokens_per_s"]) or 0 for r in rows], w, label="measured (real ranks here)")
+    ax.bar([x + w / 2 for x in xs], [num(r.get("modelled_job_tokens_per_s", "")) or 0 for r in rows], w,
+           label="modelled (W devices)", color="grey")
+    for x, r in zip(xs, rows):
+        ax.annotate(f"p50 {r['p50_request_s']} s", (x - w / 2, num(r["job_tokens_per_s"]) or 0), ha="center",
+                    va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{r['groups']} x {r['ranks_per_group']}" for r in rows])
+    ax.set_xlabel("layout: groups x ranks per group")
+    ax.set_ylabel("job tokens/s")
+    ax.set_title(title("A batch job on W ranks: groups (throughput) or lookahead parallelism (latency)"))
+    ax.legend(fontsize=7)
+    save(fig, png)
+
+
 def batch(lines, png):
     series = collections.defaultdict(list)  # (set, engine) -> [(B, tokens/s)]
     for l in lines:
@@ -233,4 +256,4 @@ if __name__ == "__main__":
     kind, table, png = sys.argv[1], sys.argv[2], sys.argv[3]
     text = open(table).read().splitlines()
     {"real": real, "strategies": strategies, "forward": forward, "acceptance": acceptance, "demo": demo,
-     "batch": batch}[kind](text, png)
+     "batch": batch, "layouts": layouts}[kind](text, png)

@@ -332,23 +332,33 @@ if [ -n "$LAYOUTS" ]; then
   "$LA" "${GEN[@]}" --output "$WORK/layout-ref.jsonl" --overwrite >"$WORK/layout-ref.log" 2>&1 ||
     die "the one-process reference run failed (see $WORK/layout-ref.log)"
   rows=()
+  LGEN=()  # without --quiet: rank 0's start-up line carries every layout's modelled job tokens/s (the logs keep it)
+  for a in "${GEN[@]}"; do [ "$a" = --quiet ] || LGEN+=("$a"); done
   for ((k = 1; k <= W; k++)); do
     [ $((W % k)) = 0 ] || continue
     g=$((W / k)); out=$WORK/layout-${g}x$k.jsonl
     log "${g}x$k: $g group(s) of $k rank(s) (launch/mpirun.sh -np $W --lp-size $k)"
     t0=$(date +%s.%N)
     if [ "$W" = 1 ]; then
-      "$LA" "${GEN[@]}" --output "$out" --overwrite --stats-json "$out.stats" >"$out.log" 2>&1
+      "$LA" "${LGEN[@]}" --output "$out" --overwrite --stats-json "$out.stats" >"$out.log" 2>&1
     else
-      "$ROOT/launch/mpirun.sh" -np "$W" "${GEN[@]}" --lp-size "$k" --output "$out" --overwrite --stats-json "$out.stats" \
+      "$ROOT/launch/mpirun.sh" -np "$W" "${LGEN[@]}" --lp-size "$k" --output "$out" --overwrite --stats-json "$out.stats" \
         >"$out.log" 2>&1
     fi || { log "${g}x$k failed (see $out.log)"; continue; }
     t1=$(date +%s.%N)
     rows+=("${g}x$k $out $t0 $t1")
   done
   "$PY" - "$WORK/layout-ref.jsonl" "$OUTCSV" "$W" "$CORES" "${rows[@]}" <<'PYEOF'
-import csv, json, sys
+import csv, json, re, sys
 ref_path, csv_path, world, cores = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+# The modelled job tokens/s of every layout, from rank 0's start-up line of each run (src/cli/layout_model.cpp:
+# the calibrated forward with the collective latency assumed there; groups of K > 1 with plain steps).
+modelled = {}
+def read_modelled(log):
+    for line in open(log, errors="replace"):
+        if "modelled job tokens/s by layout" in line:
+            for m in re.finditer(r"(\d+x\d+): (\d+(?:\.\d+)?)", line.split(": ", 1)[1]):
+                modelled.setdefault(m.group(1), float(m.group(2)))
 load = lambda p: [json.loads(l) for l in open(p) if l.strip()]
 ref = {json.dumps(r["id"]): r["ids"] for r in load(ref_path)}
 def pct(xs, q):
@@ -356,9 +366,10 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else float("nan")
 out = []
 print(f"layout sweep on {world} real rank(s) ({cores} core(s) here{'; oversubscribed' if world > cores else ''}):")
-print(f"{'layout':>7} {'job tok/s':>10} {'job s':>8} {'p50 req s':>10} {'p95 req s':>10} {'S':>6}  lossless")
+print(f"{'layout':>7} {'job tok/s':>10} {'modelled':>9} {'job s':>8} {'p50 req s':>10} {'p95 req s':>10} {'S':>6}  lossless")
 for spec in sys.argv[5:]:
     name, path, t0, t1 = spec.split()
+    read_modelled(path + ".log")
     recs = load(path)
     st = json.load(open(path + ".stats"))["aggregate"]
     toks = sum(r["new_tokens"] for r in recs)
@@ -370,9 +381,9 @@ for spec in sys.argv[5:]:
            "job_tokens_per_s": round(toks / job_s, 2) if job_s > 0 else "", "job_seconds": round(job_s, 3),
            "p50_request_s": round(pct(lat, 0.5), 3), "p95_request_s": round(pct(lat, 0.95), 3),
            "S": round(toks / steps, 3) if steps else "", "wall_with_startup_s": round(float(t1) - float(t0), 2),
-           "lossless": "yes" if same else "NO"}
+           "modelled_job_tokens_per_s": modelled.get(name, ""), "lossless": "yes" if same else "NO"}
     out.append(row)
-    print(f"{name:>7} {row['job_tokens_per_s']:>10} {row['job_seconds']:>8} {row['p50_request_s']:>10} "
+    print(f"{name:>7} {row['job_tokens_per_s']:>10} {row['modelled_job_tokens_per_s']:>9} {row['job_seconds']:>8} {row['p50_request_s']:>10} "
           f"{row['p95_request_s']:>10} {row['S']:>6}  {row['lossless']}")
 if out:
     with open(csv_path, "w", newline="") as f:
@@ -382,7 +393,12 @@ if out:
     print(f"CSV: {csv_path}")
 sys.exit(0 if all(r["lossless"] == "yes" for r in out) else 1)
 PYEOF
-  exit $?
+  rc=$?
+  # The chart: measured and modelled job tokens/s per layout (launch/plot.py layouts).
+  if [ $rc = 0 ] && [ -f "$OUTCSV" ] && [[ "$OUTPNG" == *.png ]]; then
+    "$PY" "$ROOT/launch/plot.py" layouts "$OUTCSV" "$OUTPNG" || log "chart failed (the CSV is complete)"
+  fi
+  exit $rc
 fi
 log "work dir $WORK; model $MODEL ($DEVICE, $DTYPE), strategy $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, K = $KS"
 

@@ -82,7 +82,7 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   return b;
 }
 
-// --lp-size auto with --input on several ranks: the modelled throughput of every layout next to the chosen one
+// --input on several ranks: the modelled throughput of every layout next to the chosen one (auto or --lp-size K)
 // (layout_model.h), from the calibration --batch auto made (else a plain one) and the batch it chose.
 void print_layouts(const GenerateOptions& o, const Ranks& r, StepModel& model, const Strategy& strategy,
                    const ForwardCostModel* calibrated, int batch) {
@@ -131,7 +131,7 @@ int cmd_generate(int argc, char** argv) {
   std::optional<ForwardCostModel> calibrated;  // --batch auto's calibration, reused for the layout line
   const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks, calibrated);
   const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen, batch);
-  if (ranks.root && !o.quiet && o.lp_k == 0 && o.from_file() && ranks.comm->size() > 1)
+  if (ranks.root && !o.quiet && o.from_file() && ranks.comm->size() > 1)  // auto or given: the alternatives too
     print_layouts(o, ranks, *m.model, *strategy, calibrated ? &*calibrated : nullptr, batch);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};
   // The request queue (job_queue.h): world rank 0 serves it and writes --output; the other groups' owners ask it.

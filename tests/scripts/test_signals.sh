@@ -36,7 +36,7 @@ now() { date +%s.%N; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$2"; }
 lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
 
-NP=80
+NP=240  # with 80, a 2-rank job on a quiet machine (6000 tokens/s) finished before mpirun passed the signal on
 head -n $NP "$P" > "$T/p.jsonl"
 # A 0.05 s progress interval: the 5 records awaited before the signal take far longer, so a progress line is
 # printed whatever the machine's speed (a 1 s interval made the check depend on the load). --adaptive off: every
