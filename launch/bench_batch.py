@@ -61,8 +61,10 @@ def llama(batch, npp, ntg):
     raise SystemExit(f"bench-batch: no result row in llama-batched-bench output:\n{r.stdout[-2000:]}")
 
 
-def spread(xs):
-    return f"{statistics.median(xs):.1f} [{min(xs):.1f}-{max(xs):.1f}]" if xs else "-"
+def spread(xs, f="{:.1f}"):
+    if not xs:
+        return "-"
+    return f"{f.format(statistics.median(xs))} [{f.format(min(xs))}-{f.format(max(xs))}]"
 
 
 def main():
@@ -118,7 +120,7 @@ def report(res, sets, rounds, mismatches):
             lp = res[(s, b, "plain")][-1]
             ld = res[(s, b, "draft")][-1]
             print(f"| {s} | {b} | {spread(p)} | {spread(dr)} | {spread(ll)} | "
-                  f"{spread(ratio).replace('.0 [', ' [') if ratio else '-'} | {spread(dratio)} | "
+                  f"{spread(ratio, '{:.2f}')} | {spread(dratio, '{:.2f}')} | "
                   f"{lp['p50']:.1f}/{lp['p95']:.1f} | {ld['p50']:.1f}/{ld['p95']:.1f} |")
         print(f"|  | x B=1 |  |  |  | plain at B={BATCHES[-1]}: "
               f"{statistics.median(r['tps'] for r in res[(s, BATCHES[-1], 'plain')]) / base:.2f}x B={BATCHES[0]} |  |  |  |")
