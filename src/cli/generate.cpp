@@ -119,7 +119,7 @@ int cmd_generate(int argc, char** argv) {
   }
   set_strategy_identity(o, m);
   auto strategy = make_strategy(o.strategy, m.draft.get());
-  if (!o.quiet) print_loaded(ranks, *m.model, *strategy, seconds_since(t0));
+  if (!o.quiet) print_loaded(ranks, *m.model, *strategy, o.strategy.adaptive, seconds_since(t0));
   if (!o.quiet && ranks.comm->size() > 1)
     std::cerr << (ranks.tag + "layout: " + std::to_string(ranks.comm->size()) + " ranks as " +
                   std::to_string(ranks.groups) + " group(s) of " + std::to_string(ranks.lp) + " (--lp-size " +

@@ -97,7 +97,8 @@ json adaptive_json(const AdaptiveCounters& a) {
   for (auto& [b, n] : a.budget_hist)
     if (n > 0) h[std::to_string(b)] = n;  // levels never chosen are kept at 0 so that choosing allocates nothing
   return {{"budget_hist", h}, {"steps", a.steps}, {"plain_steps", a.plain_steps},
-          {"plain_fraction", a.steps ? double(a.plain_steps) / a.steps : 0.0}, {"probe_steps", a.probe_steps}};
+          {"plain_fraction", a.steps ? double(a.plain_steps) / a.steps : 0.0}, {"probe_steps", a.probe_steps},
+          {"dormant_steps", a.dormant_steps}, {"held_drafts", a.explore_held}};
 }
 
 std::string output_text(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,
@@ -162,7 +163,11 @@ static void print_mostly_plain(const RunReport& r) {
        << "a draft of " << b1 << " token(s) costs " << rel(b1) << " plain steps here and was expected to accept "
        << e1 << " (it pays above " << rel(b1) - 1 << "); " << top << " costs " << rel(top) << " for an expected "
        << et << ". --adaptive off would draft " << top << " every step (" << r.strategy.name()
-       << "'s fixed parameters)\n";
+       << "'s fixed parameters)";
+  if (b.dormant_steps > 0)
+    line << "; " << std::setprecision(0) << 100.0 * double(b.dormant_steps) / double(b.steps)
+         << "% of steps ran without the strategy (its bookkeeping and drafts cost more than they gained)";
+  line << "\n";
   std::cerr << line.str();
 }
 

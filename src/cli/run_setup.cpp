@@ -136,10 +136,13 @@ void serve_rank_zero(Comm& comm, StepModel& model, const CommGroupOptions& opt, 
   run_worker(comm, wexec, opt);
 }
 
-void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strategy, double load_s) {
+void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strategy, bool adaptive, double load_s) {
   std::ostringstream line;
   line << r.tag << "model " << model.describe() << " loaded in " << std::fixed << std::setprecision(2) << load_s
        << " s; strategy " << strategy.name();
+  if (strategy.max_draft_budget() > 0) line << (adaptive ? " (adaptive drafting" : " (fixed drafts");
+  if (strategy.name() == StrategyOptions{}.name) line << (strategy.max_draft_budget() > 0 ? ", the default" : " (the default");
+  if (strategy.max_draft_budget() > 0 || strategy.name() == StrategyOptions{}.name) line << ")";
   if (r.group->size() > 1) line << "; " << r.group->size() << " ranks, " << r.group->backend();
   std::cerr << line.str() + "\n";
 }
@@ -156,7 +159,6 @@ Adaptive attach_adaptive(const GenerateOptions& o, StepModel& model, Strategy& s
       exec.ranks,
       o.collective_latency_us * 1e-6);
   a.cost->set_clock(clock);
-  exec.get().set_cost_model(a.cost.get());
   a.controller = std::make_unique<DraftController>(strategy, *a.cost);
   gen.set_controller(a.controller.get());
   return a;

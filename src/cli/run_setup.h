@@ -72,7 +72,7 @@ RankOptions rank_options(const GenerateOptions& o, const std::string& tag, const
 void serve_rank_zero(Comm& comm, StepModel& model, const CommGroupOptions& opt, const Ranks& r);
 
 // "model ... loaded in X s; strategy S[; K ranks, backend]" on stderr.
-void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strategy, double load_s);
+void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strategy, bool adaptive, double load_s);
 
 // Adaptive drafting: a forward cost model calibrated here and kept current by the executor, and the controller
 // that picks each step's budget. Both null with --adaptive off or a strategy that never drafts.

@@ -26,9 +26,12 @@ void AdaptiveCounters::add(const AdaptiveCounters& o) {
   plain_steps += o.plain_steps;
   probe_steps += o.probe_steps;
   warmup_steps += o.warmup_steps;
+  explore_held += o.explore_held;
+  dormant_steps += o.dormant_steps;
+  sleeps += o.sleeps;
 }
 
-DraftController::DraftController(Strategy& strategy, const StepCostModel& cost, AdaptiveOptions opt)
+DraftController::DraftController(Strategy& strategy, StepCostModel& cost, AdaptiveOptions opt)
     : s_(strategy), cost_(cost), opt_(opt), model_(strategy.draft_ladder(), opt.decay) {
   LA_CHECK(model_.ladder().back() == std::max(0, strategy.max_draft_budget()),
            "draft controller: the ladder of ", strategy.name(), " does not end at its largest budget");
@@ -147,6 +150,38 @@ int DraftController::probe_interval(int pick, int up) const {
   return std::max(opt_.probe_every, static_cast<int>(std::min(need, 1e6)));
 }
 
+// The level with the best score among those whose loss if nothing were accepted fits `room` (the ledger's).
+// Over a plain step, a draft that costs more must win by min_gain (estimates are noisy; a plain step is the safe
+// default); among drafts, a larger one within prefer_larger wins.
+int DraftController::best_level(double room) const {
+  int pick = 0;
+  double best = score(0);
+  const double plain_cost = step_cost(0, 0);
+  for (int l = 1; l < model_.levels(); ++l) {
+    if (worst_loss(l) > room) continue;
+    const double sc = score(l);
+    const bool costlier = step_cost(l, nodes_at(l)) > plain_cost * (1 + 1e-9);
+    const bool ok = pick == 0 && costlier ? sc > best * (1 + opt_.min_gain) : sc >= best * (1 - opt_.prefer_larger);
+    if (ok && could_pay(l)) {
+      pick = l;
+      best = std::max(best, sc);
+    }
+  }
+  return pick;
+}
+
+// What planning `level` loses over a plain step if nothing is accepted (an unplanned level costed full).
+double DraftController::worst_loss(int level) const {
+  const double nodes = hint_ >= 0 ? nodes_at(level) : model_.ladder()[level];
+  return step_cost(level, nodes) - step_cost(0, 0);
+}
+
+// The loss drafting may still risk: what it has gained so far, plus explore_share of all steps' time and
+// explore_credit lone plain steps.
+double DraftController::room() const {
+  return ledger_s_ + opt_.explore_share * paid_s_ + opt_.explore_credit * cost_.step_seconds(1);
+}
+
 int DraftController::choose(int context) {
   context_ = std::clamp(context, 0, static_cast<int>(ctx_.size()) - 1);
   // A hint of 0 (nothing to draft this step) is not used: the plan is empty whatever the budget, and the step
@@ -158,35 +193,30 @@ int DraftController::choose(int context) {
   probe_ = false;
   int pick = 0;
   if (top > 0) {
+    const double r = room();
     int warm = counters_.steps < opt_.warmup_steps ? warmup_level() : 0;
     // A class's warm-up, with a size hint: its first warmup_steps drafts plan the whole draft (one step measures
     // every level below it), so a class of long chained matches is judged on long drafts from the start instead
     // of climbing one level per probe from the strategy-wide choice.
+    bool class_warm = false;
     if (warm == 0 && hint_ > 0 && class_warm_[context_] < opt_.warmup_steps) {
       int l = 1;
       while (l < top && model_.ladder()[l] < hint_) ++l;
       if (could_pay(l)) {
         warm = l;
-        ++class_warm_[context_];
+        class_warm = true;
       }
+    }
+    if (warm > 0 && worst_loss(warm) > r) {  // the ledger cannot risk it now
+      warm = 0;
+      ++counters_.explore_held;
     }
     if (warm > 0) {
       pick = warm;
+      if (class_warm) ++class_warm_[context_];
       ++counters_.warmup_steps;
     } else {
-      double best = score(0);
-      const double plain_cost = step_cost(0, 0);
-      for (int l = 1; l <= top; ++l) {
-        const double sc = score(l);
-        // Over a plain step, a draft that costs more must win by min_gain (estimates are noisy; a plain step is
-        // the safe default); among drafts, a larger one within prefer_larger wins.
-        const bool costlier = step_cost(l, nodes_at(l)) > plain_cost * (1 + 1e-9);
-        const bool ok = pick == 0 && costlier ? sc > best * (1 + opt_.min_gain) : sc >= best * (1 - opt_.prefer_larger);
-        if (ok && could_pay(l)) {
-          pick = l;
-          best = std::max(best, sc);
-        }
-      }
+      pick = best_level(r);
       // No probe above a plan that already holds the whole draft (a larger budget is the same plan).
       const int up = pick + 1;
       const bool whole = hint_ >= 0 && model_.ladder()[pick] >= hint_;
@@ -194,12 +224,18 @@ int DraftController::choose(int context) {
       // (two warm-up drafts that accepted nothing would otherwise keep a class of long matches plain for 16+ steps).
       const int interval = std::min(probe_interval(pick, up), 2 << std::min(class_probes_[context_], 20));
       if (pick < top && !whole && ++since_probe_[context_] >= interval) {
-        since_probe_[context_] = 0;
-        ++class_probes_[context_];
-        if (could_pay(up)) {
+        if (!could_pay(up)) {
+          since_probe_[context_] = 0;
+          ++class_probes_[context_];
+        } else if (worst_loss(up) <= r) {
+          since_probe_[context_] = 0;
+          ++class_probes_[context_];
           pick = up;
           probe_ = true;
           ++counters_.probe_steps;
+        } else {
+          --since_probe_[context_];  // the probe waits until the ledger can risk it (tried again next step)
+          ++counters_.explore_held;
         }
       }
       if (pick == top) since_probe_[context_] = 0;
@@ -209,6 +245,7 @@ int DraftController::choose(int context) {
   // statistics only learn the levels the plan held, see observe), so "drafts the whole draft" reads the same
   // whichever of the equal levels scored highest.
   if (hint_ >= 0 && pick > 0 && model_.ladder()[pick] >= hint_) pick = top;
+  plain_s_ = cost_.step_seconds(other_rows_ + 1);
   level_ = pick;
   const int b = model_.ladder()[pick];
   s_.set_draft_budget(b);
@@ -245,6 +282,42 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   if (host_seconds >= 0) {
     host_s_[level_] = host_seen_[level_] ? host_s_[level_] + 0.1 * (host_seconds - host_s_[level_]) : host_seconds;
     host_seen_[level_] = 1;
+  }
+  // The ledger: against a plain step without a strategy, this step gained its accepted tokens at that step's
+  // price per token (its share of a batched plain step) and paid its extra rows (the cost model's price) and the
+  // strategy's host time (measured).
+  const double accepted = static_cast<double>(path_ranks_.size());
+  const double fwd = cost_.step_seconds(other_rows_ + 1 + r + s_.lookahead_nodes(model_.ladder()[level_]));
+  const double host_s = opt_.host_overhead ? std::max(0.0, host_seconds) : 0.0;
+  ledger_s_ += accepted * plain_s_ / (other_tokens_ + 1) - (fwd + host_s - plain_s_);
+  paid_s_ += (fwd + host_s) * (1 + accepted) / (other_tokens_ + 1 + accepted);
+  settle();
+}
+
+void DraftController::observe_dormant() {
+  plain_s_ = cost_.step_seconds(other_rows_ + 1);
+  paid_s_ += plain_s_ / (other_tokens_ + 1);
+  ++counters_.steps;
+  ++counters_.plain_steps;
+  ++counters_.dormant_steps;
+  ++counters_.budget_hist[0];
+  settle();
+}
+
+void DraftController::charge(double seconds) {
+  if (!opt_.host_overhead || seconds <= 0) return;
+  ledger_s_ -= seconds;
+  settle();
+}
+
+void DraftController::settle() {
+  if (model_.levels() <= 1) return;  // nothing to draft: nothing to sleep from
+  const double r = room();
+  if (!dormant_ && r < 0) {
+    dormant_ = true;
+    ++counters_.sleeps;
+  } else if (dormant_ && r >= opt_.explore_credit * cost_.step_seconds(1)) {
+    dormant_ = false;
   }
 }
 

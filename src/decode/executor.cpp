@@ -54,10 +54,7 @@ void LocalExecutor::collect(const std::vector<int32_t>& out, std::vector<int32_t
 
 void LocalExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) {
   stage(seq, plan);
-  const double t0 = cost_ ? cost_->now() : 0.0;
-  const auto out = model_.forward(in_, sp_);
-  if (cost_) cost_->observe_forward(static_cast<int>(in_.tokens.size()), cost_->now() - t0);
-  collect(out, results);
+  collect(model_.forward(in_, sp_), results);
 }
 
 void LocalExecutor::begin_deferred(const std::vector<int32_t>& prompt, const SampleParams& sp) {

@@ -55,17 +55,22 @@ void StepRunner::begin_state(const std::vector<int32_t>& prompt, const StepLimit
   seq_.reserve(static_cast<size_t>(most));
   seq_.assign(prompt.begin(), prompt.end());
   stats_.accept_hist.reserve(static_cast<size_t>(std::min(most - prompt_len_, 1024) + 2));
+  const double h = controller_ ? controller_->now() : 0.0;
   strategy_.begin_request(prompt);
+  if (controller_) controller_->charge(controller_->now() - h);
   if (!controller_) strategy_.set_draft_budget(-1);
   else for (int b : controller_->ladder()) stats_.budgets.budget_hist[b] = 0;  // no map node allocated in a step
   done_ = limits.max_new == 0;
   if (done_) stats_.finish_reason = "length";
 }
 
+// The one place a step's time reaches the cost model (batched steps: the batch runner times the whole forward).
 int StepRunner::step() {
   plan_step();
   exec_.run(seq_, plan_, results_);
-  return finish_step();
+  const int kept = finish_step();
+  if (controller_ && !asleep_) exec_.observe_cost(controller_->cost_model(), h2_ - h1_);
+  return kept;
 }
 
 void StepRunner::plan_step() {
@@ -75,7 +80,20 @@ void StepRunner::plan_step() {
   max_depth_ = limits_.max_positions - 1 - root_pos;
   t0_ = Clock::now();
   // The controller's host time is read on the cost model's clock (thread CPU time for a one-thread CPU forward).
-  h0_ = controller_ ? controller_->now() : 0.0;
+  // A sleeping strategy (draft_controller.h: dormancy) is not asked: a plain step, not timed. Awake again, it
+  // catches up with the tokens it did not see in its next plan (every strategy plans from the whole sequence).
+  asleep_ = controller_ && controller_->dormant();
+  h0_ = controller_ && !asleep_ ? controller_->now() : 0.0;
+  if (asleep_) {
+    plan_.reset(seq_.back());
+    ++st.budgets.steps;
+    ++st.budgets.budget_hist[0];
+    ++st.budgets.plain_steps;
+    ++st.budgets.dormant_steps;
+    t1_ = t0_;
+    h1_ = h0_;
+    return;
+  }
   if (controller_) {
     const int b = controller_->choose(strategy_.draft_context(seq_));
     ++st.budgets.steps;
@@ -93,12 +111,12 @@ void StepRunner::plan_step() {
 int StepRunner::finish_step() {
   RequestStats& st = stats_;
   const auto t2 = Clock::now();
-  const double h2 = controller_ ? controller_->now() : 0.0;
+  h2_ = controller_ && !asleep_ ? controller_->now() : 0.0;
   if (verifier_) verdict_ = verifier_(plan_, results_);
   else verify_plan(plan_, results_, verdict_);
   const auto t3 = Clock::now();
   // The strategy sees the sequence before the new tokens (no copy of it: the update runs before the append).
-  strategy_.update(seq_, plan_, results_, verdict_);
+  if (!asleep_) strategy_.update(seq_, plan_, results_, verdict_);
   const auto t4 = Clock::now();
   int kept = 0;
   for (int32_t tok : verdict_.tokens) {
@@ -110,7 +128,8 @@ int StepRunner::finish_step() {
   path_.assign(verdict_.path.begin(), verdict_.path.begin() + std::min<size_t>(verdict_.path.size(), kept));
   exec_.commit(seq_, path_);
   const auto t5 = Clock::now();
-  if (controller_) controller_->observe(plan_, verdict_, (h1_ - h0_) + (controller_->now() - h2));
+  if (asleep_) controller_->observe_dormant();
+  else if (controller_) controller_->observe(plan_, verdict_, (h1_ - h0_) + (controller_->now() - h2_));
   st.steps++;
   st.new_tokens = generated();
   st.draft_tokens += plan_.num_draft();
@@ -125,8 +144,11 @@ int StepRunner::finish_step() {
   return kept;
 }
 
+// Every request ends in the strategy, asleep or not: it learns the whole output (global trees, state files).
 void StepRunner::end() {
+  const double h = controller_ ? controller_->now() : 0.0;
   strategy_.end_request(seq_);
+  if (controller_) controller_->charge(controller_->now() - h);
   exec_.end();
   done_ = true;
 }

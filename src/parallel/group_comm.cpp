@@ -105,7 +105,6 @@ class CommGroup : public ReplicaGroup {
     shut_ = true;
   }
 
-  void set_cost_model(StepCostModel* cost) override { local_.set_cost_model(cost); }
   GroupTimes last_times() const override { return times_; }
   uint64_t bytes_sent() const override { return comm_.stats().bytes_sent; }
   uint64_t bytes_received() const override { return comm_.stats().bytes_received; }

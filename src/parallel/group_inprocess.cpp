@@ -89,8 +89,6 @@ void InProcessGroup::end() {
   for (auto& e : ex_) e->end();
 }
 
-void InProcessGroup::set_cost_model(StepCostModel* cost) {
-  for (auto& e : ex_) e->set_cost_model(cost);
-}
+
 
 }  // namespace la

@@ -112,9 +112,10 @@ void ParallelExecutor::account(const StepPlan& plan, double partition_s, double 
   counters_.broadcast_seconds += gt.send_s;
   counters_.gather_wait_seconds += gt.gather_wait_s;
   counters_.run_seconds += wall_s;
-  // Replica 0's own forward already fed the cost model (LocalExecutor); the simulation has no real latency.
-  if (cost_ && (k_ > 1 || group_.in_process())) cost_->observe_parts(plan.size(), max_tokens);
-  if (cost_ && k_ > 1 && !group_.in_process()) cost_->observe_latency(std::max(0.0, wall_s - mx));
+  last_plan_tokens_ = plan.size();
+  last_max_part_tokens_ = max_tokens;
+  last_wall_s_ = wall_s;
+  last_max_forward_s_ = mx;
   if (recording_) {
     if ((records_.size() + 1) * static_cast<size_t>(k_) > opt_.record_limit) {
       records_.clear();  // past the limit: none at all (reports print per-step tables only for short runs)
@@ -152,9 +153,14 @@ void ParallelExecutor::end() {
   in_request_ = false;
 }
 
-void ParallelExecutor::set_cost_model(StepCostModel* cost) {
-  cost_ = cost;
-  group_.set_cost_model(cost);
+// The forward curve is one replica's: rank 0's own forward (every simulated replica's in process); then the part
+// imbalance and, over real ranks, the time beyond the slowest forward (the collectives; the simulation has none).
+void ParallelExecutor::observe_cost(StepCostModel& cost, double run_seconds) const {
+  (void)run_seconds;  // the run's wall time is measured here, around the collectives
+  const int fed = group_.in_process() ? k_ : 1;
+  for (int r = 0; r < fed; ++r) cost.observe_forward(replies_[r].step_tokens, replies_[r].forward_s);
+  if (k_ > 1 || group_.in_process()) cost.observe_parts(last_plan_tokens_, last_max_part_tokens_);
+  if (k_ > 1 && !group_.in_process()) cost.observe_latency(std::max(0.0, last_wall_s_ - last_max_forward_s_));
 }
 
 void ParallelExecutor::shutdown() {

@@ -88,7 +88,6 @@ Counted count_steps(la::Strategy& s, int max_new, int from, int to, bool adaptiv
   la::StepCostModel cost(la::ForwardCostModel(256, 1e-3));
   la::DraftController controller(s, cost);
   if (adaptive) {
-    ex.set_cost_model(&cost);
     g.set_controller(&controller);
   }
   la::GenParams gp;

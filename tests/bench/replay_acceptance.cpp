@@ -114,7 +114,7 @@ int main(int argc, char** argv) try {
            "replay: --strategy must be trie, suffix or prompt-lookup (got '", so.name, "')");
   so.validate();
   LA_CHECK(!adaptive || !cost_spec.empty(), "replay: --adaptive needs --cost");
-  const la::StepCostModel cost = cost_spec.empty() ? la::StepCostModel() : parse_cost(cost_spec);
+  la::StepCostModel cost = cost_spec.empty() ? la::StepCostModel() : parse_cost(cost_spec);
 
   std::vector<Trace> traces;
   std::ifstream in(input);

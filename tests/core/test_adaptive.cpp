@@ -410,4 +410,78 @@ TEST(DraftController, HostOverheadOfALevelCounts) {
   EXPECT_EQ(c.last_budget(), 0);
 }
 
+// The ledger (draft_controller.h): on a tiny model's cost (every token a plain step's price, as stories260K's
+// forward: T = 32 costs 30 plain steps) a strategy whose size hints promise whole 32-node drafts that are never
+// accepted. The class warm-ups and the extrapolations would plan them (suffix drafting ran at 0.62-0.70x plain
+// there); the ledger holds drafting's total loss to explore_share of the time plus explore_credit plain steps.
+TEST(DraftController, LedgerBoundsWhatOptimisticDraftsLose) {
+  HintedStrategy s;
+  StepCostModel cost(affine(0.05e-3, 1e-3));
+  cost.freeze();
+  AdaptiveOptions o = no_host();
+  DraftController c(s, cost, o);
+  std::vector<int32_t> seq{1};
+  StepPlan plan;
+  double t = 0;
+  const int steps = 3000;
+  for (int i = 0; i < steps; ++i) {
+    s.cls = i % 2;
+    s.hint = 32;
+    hinted_step(c, s, seq, plan, 0);
+    t += cost.step_seconds(plan.size());
+  }
+  const double plain = cost.step_seconds(1);
+  EXPECT_GT(c.counters().steps - c.counters().plain_steps, 0);  // it did try
+  EXPECT_LE(t, steps * plain * (1 + o.explore_share) + o.explore_credit * plain + 1e-9)
+      << "drafting lost " << (t / (steps * plain) - 1) * 100 << "% over plain steps";
+}
+
+// Dormancy: a strategy whose bookkeeping costs half a plain step of host time every step (a suffix tree of a
+// million nodes against a 50 us forward) and whose drafts never pay. The runner's loop as StepRunner runs it:
+// asleep, a plain step without the strategy (no host time). The whole costs plain decoding about explore_share;
+// the strategy still wakes now and then (it tries again), and a strategy whose drafts pay never sleeps.
+TEST(DraftController, ASleepingStrategyCostsPlainDecodingLittle) {
+  for (const bool pays : {false, true}) {
+    ChainStrategy s(4);
+    StepCostModel cost(affine(1e-3, 0.1e-3));
+    cost.freeze();
+    AdaptiveOptions o;
+    DraftController c(s, cost, o);
+    std::vector<int32_t> seq{1};
+    StepPlan plan;
+    double t = 0, tokens = 0;
+    int64_t awake = 0;
+    const int steps = 4000;
+    for (int i = 0; i < steps; ++i) {
+      if (c.dormant()) {
+        c.observe_dormant();
+        t += cost.step_seconds(1);
+        tokens += 1;
+        continue;
+      }
+      ++awake;
+      c.choose();
+      s.plan(seq, 1000, plan);
+      Verdict v;
+      v.path.push_back(0);
+      const int good = pays ? 4 : 0;
+      for (int k = 1; k < plan.size() && k <= good; ++k) v.path.push_back(k);
+      const double host = 0.5 * cost.step_seconds(1);
+      c.observe(plan, v, host);
+      t += cost.step_seconds(plan.size()) + host;
+      tokens += v.path.size();
+    }
+    const double plain = tokens * cost.step_seconds(1);  // plain decoding of the same tokens, no strategy
+    if (pays) {
+      EXPECT_EQ(c.counters().dormant_steps, 0);
+      EXPECT_LT(t, 0.5 * plain);
+    } else {
+      EXPECT_GT(c.counters().sleeps, 1);       // asleep, awake, asleep again
+      EXPECT_GT(awake, steps * o.explore_share);
+      EXPECT_LE(t, plain * (1 + o.explore_share) + 2 * o.explore_credit * cost.step_seconds(1))
+          << "lost " << (t / plain - 1) * 100 << "% to plain decoding";
+    }
+  }
+}
+
 }  // namespace

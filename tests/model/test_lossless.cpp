@@ -112,7 +112,7 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
           c.label != "trie_default" && c.label != "trie_parallel" && c.label != "prompt_lookup" &&
           c.label != "suffix_default")
         continue;
-      for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
+      for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep, CostShape::Tiny}) {
         auto s = make_strategy(c.opt);
         RequestStats st;
         auto got = run_all_adaptive(*m, *s, ps, gp, shape, &st);
@@ -123,9 +123,14 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
         if (shape == CostShape::Flat) { EXPECT_EQ(st.budgets.budget_hist[top], st.steps) << c.label; }
         if (shape == CostShape::Steep) { EXPECT_EQ(st.budgets.plain_steps, st.steps) << c.label; }
         if (shape == CostShape::Steep) { EXPECT_EQ(st.steps, st.new_tokens) << c.label; }
+        if (shape == CostShape::Tiny) {  // asleep and awake again: the sync on waking was exercised
+          EXPECT_GT(st.budgets.dormant_steps, 0) << c.label;
+          EXPECT_LT(st.budgets.dormant_steps, st.steps) << c.label;
+        }
         std::printf("  %-28s %-24s shape %d S=%.2f plain=%lld/%lld\n", path.substr(path.rfind('/') + 1).c_str(),
                     c.label.c_str(), int(shape), st.compression(), (long long)st.budgets.plain_steps,
                     (long long)st.budgets.steps);
+        if (shape == CostShape::Tiny) std::printf("    dormant %lld\n", (long long)st.budgets.dormant_steps);
       }
     }
   }

@@ -182,7 +182,7 @@ TEST(OuroborosAdaptive, EqualsPlainInEveryCostShape) {
     }
     auto ar = make_ar_strategy();
     auto want = run_all(*m, *ar, ps, gp);
-    for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep}) {
+    for (auto shape : {CostShape::Calibrated, CostShape::Flat, CostShape::Steep, CostShape::Tiny}) {
       StrategyOptions o;
       o.name = "ouroboros";
       o.ouroboros.draft_model = "draft";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Ouroboros through the real binary: the same ids as --strategy ar on 5 prompts (stories260K target, llama2xs
-# draft), the phrase pool state file written and reloaded, and draft models that do not share the target's
+# draft; adaptive and fixed drafts), the phrase pool state file written and reloaded, and draft models that do not share the target's
 # tokenizer (different tokenizer.model bytes, different vocabulary) refused with one clear error line.
 # labels: cli
 # timeout: 300
@@ -19,7 +19,12 @@ G=(generate --quiet --model "$M" --input "$T/p.jsonl" --max-new-tokens 48 --thre
 ids() { python3 -c 'import json,sys; [print(json.dumps([r["id"], r["ids"]])) for r in map(json.loads, open(sys.argv[1]))]' "$1" | sort; }
 
 "$BIN" "${G[@]}" --output "$T/ar.jsonl" --strategy ar || bad "ar run failed"
-for args in "" "--gamma 4 --extensions 5 --draft-window 5 --draft-ngram 3 --draft-guesses 5"; do
+# The adaptive default: on this pair (a draft model as large as the target) the controller's ledger keeps the draft
+# model asleep (draft_controller.h), so the drafting mechanics below run with --adaptive off.
+"$BIN" "${G[@]}" --output "$T/ou_a.jsonl" --strategy ouroboros --draft-model "$D" || bad "adaptive ouroboros run failed"
+if [ "$(ids "$T/ar.jsonl")" == "$(ids "$T/ou_a.jsonl")" ]; then ok "adaptive ouroboros ids equal ar"
+else bad "adaptive ouroboros ids differ from ar"; fi
+for args in "--adaptive off" "--adaptive off --gamma 4 --extensions 5 --draft-window 5 --draft-ngram 3 --draft-guesses 5"; do
   # shellcheck disable=SC2086
   if "$BIN" "${G[@]}" --output "$T/ou.jsonl" --overwrite --strategy ouroboros --draft-model "$D" --pool-state "$T/pool.bin" \
        --stats-json "$T/s.json" $args 2>"$T/err"; then

@@ -37,6 +37,22 @@
 // Warm-up: the strategy's first `warmup_steps` steps (the controller lives as long as the strategy, across
 // requests) plan the largest budget that costs at most `warmup_cost` plain steps, measuring every level below it
 // at once (on a flat cost: the largest budget; on a steep one a 65-token step would cost four plain steps).
+// The ledger (a bound on what drafting can lose): every drafted step's realized gain over a plain step, in the
+// cost model's seconds: its accepted tokens at a plain step's price per token, minus its extra rows' price.
+// A draft (warm-up, probe or choice alike) is planned only if its loss should nothing be accepted fits in the
+// ledger plus `explore_share` of all steps' time (this request's share of batched steps) plus `explore_credit`
+// lone plain steps; otherwise the best level that fits (often plain) runs. So drafting can lose at most a few
+// percent over plain decoding, whatever the estimates say, while drafts that pay earn the room for more: on a tiny
+// model where a 32-token step costs 20 plain steps, suffix's optimistic whole-draft warm-ups and extrapolations
+// ran at 0.62-0.70x plain (stories260K) before this; on a flat (GPU) cost a draft risks nothing and is never held.
+// The ledger's baseline is plain decoding without a strategy (`ar`): every step is charged the host time of the
+// strategy's bookkeeping (matching, planning, updating its structures), and so are begin_request/end_request
+// (charge()). Dormancy: when the ledger's room runs out, the strategy sleeps: the step runner runs plain steps
+// without calling it at all (no matching, no planning, no updates; a request still begins and ends in it, so it
+// learns every output) until `explore_share` of the steps' time has refilled explore_credit plain steps of room;
+// then it wakes (catching up with the sequence in its next plan) and tries again. So even a strategy whose bookkeeping costs more than the forward (a 50 us step of a tiny
+// model against a suffix tree of a million nodes) costs plain decoding a few percent, and on a real model, where
+// drafts pay, the ledger only grows and nothing ever sleeps.
 //
 // Determinism: only which draft is proposed depends on timings; the verifier accepts exactly the tokens plain
 // decoding would produce (greedy) or the position-keyed samples (sampling), whatever the budget.
@@ -61,18 +77,23 @@ struct AdaptiveOptions {
   double min_gain = 0.03;       // a draft costlier than a plain step must beat it by this relative margin
   double probe_share = 0.02;    // at most this share of step time spent on probes (their extra cost)
   double warmup_cost = 2.0;     // a warm-up step costs at most this many plain steps
+  double explore_share = 0.02;  // drafting may lose at most this share of all steps' time ...
+  double explore_credit = 2.0;  // ... plus this many lone plain steps
 };
 
 struct AdaptiveCounters {
   std::map<int, int64_t> budget_hist;  // chosen budget -> steps
   int64_t steps = 0, plain_steps = 0, probe_steps = 0, warmup_steps = 0;
+  int64_t explore_held = 0;   // drafts the ledger held back (a smaller level ran)
+  int64_t dormant_steps = 0;  // plain steps run while the strategy slept
+  int64_t sleeps = 0;         // times the strategy was put to sleep
   void add(const AdaptiveCounters& o);
 };
 
 class DraftController {
  public:
   // `strategy` and `cost` must outlive the controller.
-  DraftController(Strategy& strategy, const StepCostModel& cost, AdaptiveOptions opt = {});
+  DraftController(Strategy& strategy, StepCostModel& cost, AdaptiveOptions opt = {});
   // Batched steps (batch_runner.h): the rest of the coming step holds `other_rows` rows of other requests that
   // yield `other_tokens` tokens. The budget is then chosen for the step's tokens per second as a whole: a draft
   // pays when its expected extra tokens beat the marginal cost of its rows at that step size. (0, 0): alone.
@@ -82,6 +103,11 @@ class DraftController {
   // The step planned after the last choose(): the plan run and its verdict (as verified, before eos/length cuts),
   // and the host seconds of the step outside the forward.
   void observe(const StepPlan& plan, const Verdict& verdict, double host_seconds);
+  // Dormancy (see the header): the strategy sleeps while dormant(); the runner then runs plain steps without it
+  // and reports each through observe_dormant(). charge(): host seconds the strategy spent outside steps.
+  bool dormant() const { return dormant_; }
+  void observe_dormant();
+  void charge(double seconds);
   // Predicted tokens per second of a ladder level in the current context (tests, logs).
   double score(int level) const;
   bool could_pay(int level) const;
@@ -98,6 +124,8 @@ class DraftController {
   bool last_was_probe() const { return probe_; }
   // Now on the cost model's clock (host times passed to observe() are read on it).
   double now() const { return cost_.now(); }
+  // The cost model the step runner feeds (StepRunner::step, StepExecutor::observe_cost).
+  StepCostModel& cost_model() { return cost_; }
 
  private:
   double step_cost(int level, double nodes) const;
@@ -108,9 +136,12 @@ class DraftController {
   double host(int level) const;
   int warmup_level() const;
   int probe_interval(int pick, int up) const;
+  int best_level(double room) const;   // the best-scoring level whose worst loss fits room
+  double worst_loss(int level) const;  // its extra cost over a plain step if nothing is accepted
+  double room() const;                 // the loss drafting may still risk (the ledger)
 
   Strategy& s_;
-  const StepCostModel& cost_;
+  StepCostModel& cost_;
   AdaptiveOptions opt_;
   AcceptanceModel model_;                // every step
   std::vector<AcceptanceModel> ctx_;     // per context class
@@ -122,6 +153,11 @@ class DraftController {
   int level_ = 0;
   bool probe_ = false;
   double other_rows_ = 0, other_tokens_ = 0;  // set_batch()
+  double ledger_s_ = 0;  // drafting's realized gain over plain steps so far, in predicted seconds (may be < 0)
+  double paid_s_ = 0;    // predicted seconds of all steps so far (this request's share of batched steps)
+  double plain_s_ = 0;   // the coming step's forward as a plain step (no strategy: the ledger's baseline)
+  bool dormant_ = false;
+  void settle();         // after the ledger moved: sleep when its room ran out, wake when it refilled
   std::vector<int64_t> since_probe_;  // per context class
   std::vector<int> class_warm_;       // per context class: warm-up drafts planned (size hints only)
   std::vector<int> class_probes_;     // per context class: probes made (a young class probes sooner)

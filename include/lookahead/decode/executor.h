@@ -23,9 +23,10 @@ class StepExecutor {
   virtual void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) = 0;
   // The request ended (outputs are final).
   virtual void end() = 0;
-  // Adaptive drafting: the executor keeps this cost model current with the forwards it times (per replica part;
-  // LP executors also the part imbalance and the collective latency). nullptr: no timing. Must outlive its use.
-  virtual void set_cost_model(StepCostModel* cost) { (void)cost; }
+  // Adaptive drafting: after run(), the step runner (the only one that feeds the cost model) passes the run's
+  // time on the cost model's clock; the executor says what ran: the forward of its step tokens, and on LP
+  // executors each part's forward, the part imbalance and the collective latency.
+  virtual void observe_cost(StepCostModel& cost, double run_seconds) const { (void)cost, (void)run_seconds; }
 };
 
 // One replica in this process. The cache holds seq[0, L); the "pending" tokens seq[L, size) (at least the root)
@@ -40,7 +41,9 @@ class LocalExecutor : public StepExecutor {
   // (all of it when this replica ran the whole plan), together with the pending chain.
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override {}
-  void set_cost_model(StepCostModel* cost) override { cost_ = cost; }
+  void observe_cost(StepCostModel& cost, double run_seconds) const override {
+    cost.observe_forward(last_tokens_, run_seconds);
+  }
 
   // ---- Batched steps (batch_runner.h): the same step split around a forward the caller runs for many replicas.
   // begin() without the prefill: the prompt (all but its last token) is fed later, by prefill chunks or as the
@@ -71,7 +74,6 @@ class LocalExecutor : public StepExecutor {
   int pending_ = 0;      // pending chain length in the last forward (root included)
   int plan_nodes_ = 0;   // plan size of the last forward
   int last_tokens_ = 0;
-  StepCostModel* cost_ = nullptr;
 };
 
 }  // namespace la

@@ -107,7 +107,8 @@ class StepRunner {
   Verdict verdict_;
   std::vector<int32_t> path_;  // the accepted path cut to the tokens kept
   std::chrono::steady_clock::time_point t0_, t1_;  // the step's start and the end of its planning
-  double h0_ = 0, h1_ = 0;                         // the same on the cost model's clock
+  double h0_ = 0, h1_ = 0, h2_ = 0;                // the same on the cost model's clock (+ the forward's end)
+  bool asleep_ = false;  // this step ran without the strategy (the controller's dormancy)
 };
 
 }  // namespace la

@@ -79,7 +79,7 @@ class ParallelExecutor : public StepExecutor {
   void end() override;
   // Every replica times its forwards into `cost`; each step also feeds the part imbalance and, over real ranks,
   // the latency (the step's wall time beyond its slowest forward).
-  void set_cost_model(StepCostModel* cost) override;
+  void observe_cost(StepCostModel& cost, double run_seconds) const override;
   // Releases remote replicas (comm group). Idempotent; nothing may be run afterwards.
   void shutdown();
 
@@ -116,7 +116,8 @@ class ParallelExecutor : public StepExecutor {
   std::vector<ParallelStepRecord> records_;
   bool recording_ = false;
   ParallelCounters counters_;
-  StepCostModel* cost_ = nullptr;
+  int last_plan_tokens_ = 0, last_max_part_tokens_ = 0;  // the last run, for observe_cost
+  double last_wall_s_ = 0, last_max_forward_s_ = 0;
 };
 
 class Comm;

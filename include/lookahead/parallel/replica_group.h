@@ -58,7 +58,6 @@ class ReplicaGroup {
   virtual void end() = 0;
   // Releases remote replicas for good (comm group: SHUTDOWN). Idempotent.
   virtual void shutdown() {}
-  virtual void set_cost_model(StepCostModel* cost) = 0;
   virtual GroupTimes last_times() const { return {}; }
   // Replica work done one replica after another here, summed, minus the slowest replica's share per call: what K
   // devices working at once would save (in-process group; 0 where replicas really run at once).
@@ -86,7 +85,6 @@ class InProcessGroup : public ReplicaGroup {
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
               const std::vector<PlanPart>& parts) override;
   void end() override;
-  void set_cost_model(StepCostModel* cost) override;
   double sequential_excess_seconds() const override { return serial_s_ - slowest_s_; }
   void reset_times() override { serial_s_ = slowest_s_ = 0; }
 
