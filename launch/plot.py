@@ -1,13 +1,13 @@
 """PNG charts from the benchmark scripts' text tables (matplotlib, pinned below, installed into this interpreter's
 environment on first use: run it with the torch venv's python, as the bench scripts do).
 
-  plot.py real        TABLE PNG   launch/bench-real.sh output: end-to-end tokens/s per strategy and transformers
-  plot.py strategies  TABLE PNG   launch/bench.sh (bench_strategies.py) output: tokens/s and S per strategy
+  plot.py real        TABLE PNG   launch/bench/bench-real.sh output: end-to-end tokens/s per strategy and transformers
+  plot.py strategies  TABLE PNG   launch/bench/bench.sh (bench_strategies.py) output: tokens/s and S per strategy
   plot.py forward     TABLE PNG   `lookahead bench-forward` output (one or more runs): step cost against T
-  plot.py acceptance  TABLE PNG   launch/bench_budget_acceptance.py output: accepted tokens per step against budget
+  plot.py acceptance  TABLE PNG   launch/bench/bench_budget_acceptance.py output: accepted tokens per step against budget
   plot.py demo        TABLE PNG   launch/demo.sh output, part 3: S and tokens/s over the batch
   plot.py layouts     CSV PNG     launch/strong-scaling.sh --layouts W: measured and modelled job tokens/s per layout
-  plot.py batch       TABLE PNG   launch/bench_batch.py's "SET ENGINE B TOKENS/S" lines: job tokens/s against B
+  plot.py batch       TABLE PNG   launch/bench/peers/bench_batch.py's "SET ENGINE B TOKENS/S" lines: job tokens/s against B
 
 A title line can be given with TITLE=...; the command that made the table belongs in the caption beside the PNG.
 Charts are small (about 900 x 420 pixels, under 100 KB) so they can be committed.

@@ -1,4 +1,4 @@
-"""Body of launch/bench-real.sh: SmolLM2-135M-Instruct (fp32, CPU) on real tasks, every strategy, and Hugging Face
+"""Body of launch/bench/bench-real.sh: SmolLM2-135M-Instruct (fp32, CPU) on real tasks, every strategy, and Hugging Face
 transformers on the same prompt ids and weights, in one run.
 
   python bench_real.py MODEL_DIR SHARED N_PER_SET MAX_NEW [extra lookahead flags...]

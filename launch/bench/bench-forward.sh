@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a step of T tokens costs, and a PNG of it relative to T = 1 (launch/plot.py forward).
-#   launch/bench-forward.sh                         # SmolLM2-135M-Instruct, CPU, one thread, METRIC=wall
-#   METRIC=cpu launch/bench-forward.sh              # on a machine shared with other work
-#   MODEL=../shared/models/stories260K CONTEXT=128 launch/bench-forward.sh
+#   launch/bench/bench-forward.sh                         # SmolLM2-135M-Instruct, CPU, one thread, METRIC=wall
+#   METRIC=cpu launch/bench/bench-forward.sh              # on a machine shared with other work
+#   MODEL=../shared/models/stories260K CONTEXT=128 launch/bench/bench-forward.sh
 # METRIC=wall: `lookahead bench-forward --kernels both` (the default forward and the ATen reference on the same
 #   weights) RUNS times; the chart takes the fastest time per T (the least disturbed).
 # METRIC=cpu: wall time is meaningless on a loaded machine, so each T is timed on the decoding thread's CPU
@@ -12,7 +12,7 @@
 # Env: MODEL (SmolLM2-135M-Instruct), TOKENS (1,2,4,8,16,32,64), CONTEXT (256, wall only), RUNS (3, wall only),
 #      THREADS (1), METRIC (wall), OUT (build/): writes OUT/bench-forward.txt and OUT/step-cost.png.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export ROOT
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
 OUT=${OUT:-$ROOT/build}

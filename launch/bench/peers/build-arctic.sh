@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds arctic-inference's suffix tree alone, for the acceptance benchmark (launch/bench-acceptance.sh), into
+# Builds arctic-inference's suffix tree alone, for the acceptance benchmark (launch/bench/peers/bench-acceptance.sh), into
 # ${LOOKAHEAD_DEPS:-~/.cache/lookahead}/arctic-inference-0.3.0 (never committed). Prints the directory to put on
 # PYTHONPATH and the python to run it with.
 #

@@ -8,9 +8,9 @@
 # sm_90 in each of the four binaries); gzip takes it to about 27 MiB. There: `tar xzf device-bundle.tar.gz` (or
 # `python3 -m tarfile -e device-bundle.tar.gz .`), then `device-bundle/run.sh ...`.
 #
-#   launch/device-bundle.sh                  # configure + build build-sm90a/ (CUDA arch 90a, no MPI), pack, check
-#   launch/device-bundle.sh --from-build DIR # pack the binaries of an existing build dir (no build), then check
-#   launch/device-bundle.sh --check DIR      # only check a bundle: ldd of every binary through run.sh's paths
+#   launch/device/device-bundle.sh                  # configure + build build-sm90a/ (CUDA arch 90a, no MPI), pack, check
+#   launch/device/device-bundle.sh --from-build DIR # pack the binaries of an existing build dir (no build), then check
+#   launch/device/device-bundle.sh --check DIR      # only check a bundle: ldd of every binary through run.sh's paths
 #   options: --out DIR (default device-bundle/)
 #
 # Binaries: lookahead, tests/test_kernels, tests/test_model (its CudaForward tests), bench_kernels. Built with
@@ -23,7 +23,7 @@
 # datasets/tinystories; about 2.5 MiB) and run.sh points LA_SHARED at it, so the real-weight CUDA tests run there
 # instead of skipping (a skip counts as a pass). LA_SHARED set by the caller wins.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=$ROOT/device-bundle
 MODE=build
 FROM=""

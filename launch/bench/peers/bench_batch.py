@@ -1,4 +1,4 @@
-"""Body of launch/bench-batch.sh (its header says what it measures and how). Prints a table after every round."""
+"""Body of launch/bench/peers/bench-batch.sh (its header says what it measures and how). Prints a table after every round."""
 import gzip, json, os, re, statistics, subprocess, sys, tempfile, time
 
 BIN, MODEL, SHARED = os.environ["LOOKAHEAD_BIN"], os.environ["MODEL"], os.environ["SHARED"]
@@ -138,7 +138,7 @@ def chart(res, sets):
                     lines.append(f"{s} {eng} {b} {statistics.median(r['tps'] for r in rs):.2f}")
     table = os.path.join(tempfile.mkdtemp(), "batch.txt")
     open(table, "w").write("\n".join(lines) + "\n")
-    subprocess.check_call([sys.executable, os.path.join(os.path.dirname(__file__), "plot.py"), "batch", table, CHART])
+    subprocess.check_call([sys.executable, os.path.join(os.path.dirname(__file__), "..", "..", "plot.py"), "batch", table, CHART])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Helpers for the benchmark scripts: run `lookahead generate` with --stats-json and tabulate."""
 import json, os, subprocess, sys, tempfile
 
-BIN = os.environ.get("LOOKAHEAD_BIN", os.path.join(os.path.dirname(__file__), "..", "build", "lookahead"))
+BIN = os.environ.get("LOOKAHEAD_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "build", "lookahead"))
 
 
 def prompts_file(dataset, n, out_dir, shared, max_chars=600):

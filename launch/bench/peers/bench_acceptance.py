@@ -1,7 +1,7 @@
-"""Body of launch/bench-acceptance.sh: mean accepted draft tokens per step at equal budgets, on the same greedy
+"""Body of launch/bench/peers/bench-acceptance.sh: mean accepted draft tokens per step at equal budgets, on the same greedy
 traces, for our trie, suffix and prompt lookup (build/tests/la_replay_acceptance), arctic-inference's suffix tree
-(its own SuffixDecodingCache and simulator.py's suffix_decode, built by launch/build-arctic.sh) and llama.cpp's
-lookup decoding (its own llama-lookup binary run on the same prompt ids, built by launch/build-llamacpp.sh).
+(its own SuffixDecodingCache and simulator.py's suffix_decode, built by launch/bench/peers/build-arctic.sh) and llama.cpp's
+lookup decoding (its own llama-lookup binary run on the same prompt ids, built by launch/bench/peers/build-llamacpp.sh).
 
   python bench_acceptance.py LOOKAHEAD REPLAY MODEL SHARED OUT_DIR N MAX_NEW [THREADS]
   env LLAMA_BIN (dir with llama-lookup, llama-tokenize), LLAMA_GGUF (the model's F32 GGUF): unset = no llama rows

@@ -1,4 +1,4 @@
-"""Body of launch/bench-peers.sh: our engine against llama.cpp (built by launch/build-llamacpp.sh) on the same
+"""Body of launch/bench/peers/bench-peers.sh: our engine against llama.cpp (built by launch/bench/peers/build-llamacpp.sh) on the same
 weights, prompts and thread count, in one run, rounds interleaved.
 
   python bench_peers.py            (everything comes from the environment that bench-peers.sh sets)

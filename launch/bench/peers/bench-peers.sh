@@ -4,17 +4,17 @@
 # --strategy prompt-lookup (--adaptive off and default) and the trie and suffix defaults, llama-lookahead vs
 # --strategy lade (--adaptive off and default), on HumanEval, MBPP (raw), GSM8K and MT-Bench (chat) prompts, F32
 # and BF16 weights; tokens/s (decode only), tokens per forward, ours / llama.cpp, same text or not; and the memory
-# floor from a streaming read measured in the same run. Rounds are interleaved; min/median/max reported. Body: launch/bench_peers.py.
-#   launch/bench-peers.sh                             # THREADS=2, N=2 prompts per set, ROUNDS=3, 128 new tokens
-#   N=5 ROUNDS=5 CHART=/tmp/peers.png launch/bench-peers.sh
-#   LOOKAHEAD_BIN=/work/main/build/lookahead SETS=humaneval,gsm8k DTYPES=f32 launch/bench-peers.sh
+# floor from a streaming read measured in the same run. Rounds are interleaved; min/median/max reported. Body: launch/bench/peers/bench_peers.py.
+#   launch/bench/peers/bench-peers.sh                             # THREADS=2, N=2 prompts per set, ROUNDS=3, 128 new tokens
+#   N=5 ROUNDS=5 CHART=/tmp/peers.png launch/bench/peers/bench-peers.sh
+#   LOOKAHEAD_BIN=/work/main/build/lookahead SETS=humaneval,gsm8k DTYPES=f32 launch/bench/peers/bench-peers.sh
 # Env: LOOKAHEAD_BIN (default: build/lookahead of this checkout), MODEL (HF directory, default
 # $LOOKAHEAD_DEPS/models/SmolLM2-135M-Instruct), THREADS, N, ROUNDS, MAX_NEW, SETS, DTYPES (f32,bf16), CHART (PNG
 # path: a bar chart; matplotlib is pip-installed into the venv if missing), LOOKAHEAD_SHARED (../shared).
 # llama.cpp (pinned: PyPI llama-cpp-python==0.3.36's vendored source) and the GGUF files are made once by
-# launch/build-llamacpp.sh under ${LOOKAHEAD_DEPS:-~/.cache/lookahead}; the stream-read probe likewise.
+# launch/bench/peers/build-llamacpp.sh under ${LOOKAHEAD_DEPS:-~/.cache/lookahead}; the stream-read probe likewise.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
 export PY=${PY:-$DEPS/torch-2.11.0/bin/python}
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
@@ -31,18 +31,18 @@ case "$THREADS$N$ROUNDS$MAX_NEW" in *[!0-9]*) die "THREADS, N, ROUNDS and MAX_NE
   || die "THREADS, N, ROUNDS and MAX_NEW must be at least 1"
 
 # The peer and its GGUF files (once); its last lines are KEY=VALUE.
-out=$("$ROOT/launch/build-llamacpp.sh" "$MODEL") || die "launch/build-llamacpp.sh failed"
+out=$("$ROOT/launch/bench/peers/build-llamacpp.sh" "$MODEL") || die "launch/bench/peers/build-llamacpp.sh failed"
 LLAMA_BIN=$(sed -n 's/^LLAMA_BIN=//p' <<<"$out")
 GGUF_F32=$(grep -m1 '^GGUF_.*_F32=' <<<"$out" | cut -d= -f2-)
 GGUF_BF16=$(grep -m1 '^GGUF_.*_BF16=' <<<"$out" | cut -d= -f2-)
 export LLAMA_BIN GGUF_F32 GGUF_BF16
 
-# The streaming-read probe (our own code, launch/stream_read.cpp), compiled once per source change.
+# The streaming-read probe (our own code, launch/bench/peers/stream_read.cpp), compiled once per source change.
 export STREAM_BIN=$DEPS/bench-peers/stream_read
-if [ ! -x "$STREAM_BIN" ] || [ "$ROOT/launch/stream_read.cpp" -nt "$STREAM_BIN" ]; then
+if [ ! -x "$STREAM_BIN" ] || [ "$ROOT/launch/bench/peers/stream_read.cpp" -nt "$STREAM_BIN" ]; then
   mkdir -p "$DEPS/bench-peers"
-  ${CXX:-c++} -O3 -march=native -std=c++17 -pthread "$ROOT/launch/stream_read.cpp" -o "$STREAM_BIN.tmp" \
-    || die "compiling launch/stream_read.cpp failed"
+  ${CXX:-c++} -O3 -march=native -std=c++17 -pthread "$ROOT/launch/bench/peers/stream_read.cpp" -o "$STREAM_BIN.tmp" \
+    || die "compiling launch/bench/peers/stream_read.cpp failed"
   mv "$STREAM_BIN.tmp" "$STREAM_BIN"
 fi
 if [ -n "${CHART:-}" ] && ! "$PY" -c "import matplotlib" 2>/dev/null; then
@@ -51,5 +51,5 @@ fi
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "engine: $LOOKAHEAD_BIN ($(git -C "$(dirname "$LOOKAHEAD_BIN")" rev-parse --short HEAD 2>/dev/null || echo '?')); peer: llama.cpp from llama-cpp-python==0.3.36 in $LLAMA_BIN"
-echo "command: THREADS=$THREADS N=$N ROUNDS=$ROUNDS MAX_NEW=$MAX_NEW SETS=${SETS:-humaneval,mbpp,gsm8k,mt-bench} DTYPES=${DTYPES:-f32,bf16} launch/bench-peers.sh"
-exec "$PY" "$ROOT/launch/bench_peers.py"
+echo "command: THREADS=$THREADS N=$N ROUNDS=$ROUNDS MAX_NEW=$MAX_NEW SETS=${SETS:-humaneval,mbpp,gsm8k,mt-bench} DTYPES=${DTYPES:-f32,bf16} launch/bench/peers/bench-peers.sh"
+exec "$PY" "$ROOT/launch/bench/peers/bench_peers.py"

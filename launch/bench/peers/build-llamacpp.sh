@@ -2,10 +2,10 @@
 # Builds the peer llama.cpp ONCE, CPU only, from the source vendored in the PyPI sdist llama-cpp-python==0.3.36
 # (llama.cpp ggml-org@0c1e57098), into ${LOOKAHEAD_DEPS:-~/.cache/lookahead}/llama.cpp-0.3.36/ (never into this
 # repository), and converts a Hugging Face model directory to F32 and BF16 GGUF with llama.cpp's own
-# convert_hf_to_gguf.py (its vendored gguf-py). launch/bench-peers.sh calls it; a second run finds everything and
+# convert_hf_to_gguf.py (its vendored gguf-py). launch/bench/peers/bench-peers.sh calls it; a second run finds everything and
 # does nothing.
-#   launch/build-llamacpp.sh                 # default model: $DEPS/models/SmolLM2-135M-Instruct
-#   launch/build-llamacpp.sh MODEL_DIR ...   # convert these model directories
+#   launch/bench/peers/build-llamacpp.sh                 # default model: $DEPS/models/SmolLM2-135M-Instruct
+#   launch/bench/peers/build-llamacpp.sh MODEL_DIR ...   # convert these model directories
 # Prints, as its last lines, `LLAMA_BIN=<dir with the tools>` and `GGUF_<MODEL>_<F32|BF16>=<path>` for the caller.
 # Env: LOOKAHEAD_DEPS, PY (python with torch+transformers: the project's torch venv), JOBS (build jobs, 2).
 # Why a script and not a submodule: the peer is a benchmark reference only; the project ships none of its code.

@@ -3,15 +3,15 @@
 # HumanEval prompts (raw code), GSM8K questions (chat) and CNN/DailyMail articles (chat, "Summarize:"), every strategy
 # (defaults and one small setting each, fixed, and the main ones adaptive: rows "+a"), and IN THE SAME RUN Hugging Face transformers on the same prompt ids and
 # weights (greedy generate() and prompt lookup with prompt_lookup_num_tokens=10): S, accepted tokens per step,
-# tokens/s, x AR, and whether the ids equal the engine's plain decoding. Body: launch/bench_real.py.
-#   launch/bench-real.sh                  # 20 prompts per set, 128 new tokens
-#   N=5 launch/bench-real.sh --threads 2  # fewer prompts; extra flags go to every `lookahead generate`
+# tokens/s, x AR, and whether the ids equal the engine's plain decoding. Body: launch/bench/bench_real.py.
+#   launch/bench/bench-real.sh                  # 20 prompts per set, 128 new tokens
+#   N=5 launch/bench/bench-real.sh --threads 2  # fewer prompts; extra flags go to every `lookahead generate`
 # Env: N (prompts per set, 20), MAX_NEW (128), MODEL (SmolLM2-135M-Instruct), STRATEGIES="trie,trie+a,..." and
 # SETS="gsm8k,cnn-dm" (only those rows / sets; plain decoding and transformers always run), THREADS (CPU threads for both engines;
 # 0: libtorch's default. On a machine shared with other jobs use 1: two threads then spin, measured 8x slower),
 # OUT (build/: bench-real.txt, and real-tasks.png with PLOT=1).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 "$ROOT/launch/setup.sh" >/dev/null 2>&1 || "$ROOT/launch/setup.sh"
 SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
 DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
@@ -22,6 +22,6 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //
 export THREADS=${THREADS:-0}
 OUT=${OUT:-$ROOT/build}
 mkdir -p "$OUT"
-"$VENV/bin/python" "$ROOT/launch/bench_real.py" "$MODEL" "$SHARED" "${N:-20}" "${MAX_NEW:-128}" "$@" | tee "$OUT/bench-real.txt"
+"$VENV/bin/python" "$ROOT/launch/bench/bench_real.py" "$MODEL" "$SHARED" "${N:-20}" "${MAX_NEW:-128}" "$@" | tee "$OUT/bench-real.txt"
 # PLOT=1: the chart of the table (launch/plot.py; installs its pinned matplotlib into the venv on first use)
 if [ "${PLOT:-0}" = 1 ]; then "$VENV/bin/python" "$ROOT/launch/plot.py" real "$OUT/bench-real.txt" "$OUT/real-tasks.png"; fi
