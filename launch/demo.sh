@@ -15,7 +15,8 @@
 # ROUNDS (3), N3 (part 3, 48), THREADS (part 1 only, 1; 0: libtorch default; parts 2-3 use one thread),
 # LOOKAHEAD_BIN (a built binary: skips setup; tests/scripts/test_demo.sh uses it).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=demo
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # ROOT, BUILD, MODELS, ...
 if [ -z "${LOOKAHEAD_BIN:-}" ]; then "$ROOT/launch/setup.sh"; fi
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
 MODEL=${MODEL:-SmolLM2-135M-Instruct}

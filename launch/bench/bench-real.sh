@@ -11,17 +11,16 @@
 # 0: libtorch's default. On a machine shared with other jobs use 1: two threads then spin, measured 8x slower),
 # OUT (build/: bench-real.txt, and real-tasks.png with PLOT=1).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-"$ROOT/launch/setup.sh" >/dev/null 2>&1 || "$ROOT/launch/setup.sh"
-SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
-DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
+LA_NAME=bench-real
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+la_setup
 MODEL=${MODEL:-SmolLM2-135M-Instruct}
-[ -d "$MODEL" ] || MODEL=$DEPS/models/$MODEL
-VENV=$(cat "$ROOT/build/.venv-path")
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), load $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -d "$MODEL" ] || MODEL=$MODELS/$MODEL
+PY=$(la_python)
+la_machine
 export THREADS=${THREADS:-0}
 OUT=${OUT:-$ROOT/build}
 mkdir -p "$OUT"
-"$VENV/bin/python" "$ROOT/launch/bench/bench_real.py" "$MODEL" "$SHARED" "${N:-20}" "${MAX_NEW:-128}" "$@" | tee "$OUT/bench-real.txt"
+"$PY" "$ROOT/launch/bench/bench_real.py" "$MODEL" "$SHARED" "${N:-20}" "${MAX_NEW:-128}" "$@" | tee "$OUT/bench-real.txt"
 # PLOT=1: the chart of the table (launch/plot.py; installs its pinned matplotlib into the venv on first use)
-if [ "${PLOT:-0}" = 1 ]; then "$VENV/bin/python" "$ROOT/launch/plot.py" real "$OUT/bench-real.txt" "$OUT/real-tasks.png"; fi
+if [ "${PLOT:-0}" = 1 ]; then "$PY" "$ROOT/launch/plot.py" real "$OUT/bench-real.txt" "$OUT/real-tasks.png"; fi

@@ -13,15 +13,15 @@
 #      or wall (tokens per wall-clock second; a quiet machine), OUT (build/: bench-strategies.txt; PLOT=1 adds
 #      strategies.png).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-"$ROOT/launch/setup.sh" >/dev/null 2>&1 || "$ROOT/launch/setup.sh"
-SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
+LA_NAME=bench
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+la_setup
 FORWARD=0
 ARGS=()
 for a in "$@"; do if [ "$a" = --forward ]; then FORWARD=1; else ARGS+=("$a"); fi; done
 PY=python3
 # The real model, where launch/setup.sh has converted it (docs/setup.md); SMOLLM2=0 leaves it out.
-SMOL=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/models/SmolLM2-135M-Instruct
+SMOL=$MODELS/SmolLM2-135M-Instruct
 if [ "${SMOLLM2:-1}" = 1 ] && [ -f "$SMOL/config.json" ]; then
   export BENCH_MODELS="${BENCH_MODELS:+$BENCH_MODELS,}smollm2=$SMOL"
 fi
@@ -31,7 +31,7 @@ python3 "$ROOT/launch/bench/bench_strategies.py" "$SHARED" "${N_STORIES:-20}" "$
   | tee "$OUT/bench-strategies.txt"
 # PLOT=1: the chart of the table (launch/plot.py with the setup venv's python; pinned matplotlib installed on first use)
 if [ "${PLOT:-0}" = 1 ]; then
-  "$(cat "$ROOT/build/.venv-path")/bin/python" "$ROOT/launch/plot.py" strategies "$OUT/bench-strategies.txt" \
+  "$(la_python)" "$ROOT/launch/plot.py" strategies "$OUT/bench-strategies.txt" \
     "$OUT/strategies.png"
 fi
 if [ $FORWARD = 1 ]; then

@@ -23,7 +23,8 @@
 # datasets/tinystories; about 2.5 MiB) and run.sh points LA_SHARED at it, so the real-weight CUDA tests run there
 # instead of skipping (a skip counts as a pass). LA_SHARED set by the caller wins.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LA_NAME=device-bundle
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 OUT=$ROOT/device-bundle
 MODE=build
 FROM=""
@@ -42,7 +43,7 @@ BINS=(lookahead tests/test_kernels tests/test_model bench_kernels)
 torch_dir() {
   if [ -n "${LOOKAHEAD_TORCH_DIR:-}" ]; then echo "$LOOKAHEAD_TORCH_DIR"; return; fi
   local py
-  for py in python3 "${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/torch-2.11.0/bin/python"; do
+  for py in python3 "$DEPS/torch-$TORCH_VERSION/bin/python"; do
     "$py" -c 'import torch, os; print(os.path.dirname(torch.__file__))' 2>/dev/null && return
   done
   return 1

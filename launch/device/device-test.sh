@@ -24,7 +24,8 @@
 # with DEV, RT and BASE as defined below (about 40 MB: the -dev packages, their runtime libraries and
 # dependencies, without the toolchain and base system).
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LA_NAME=device-test
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 BUILD=${LOOKAHEAD_BUILD:-$ROOT/build}
 PREFIX=${LA_DEB_PREFIX:-/tmp/prefix}
 LOGS=${OUT:-$BUILD/device-out}

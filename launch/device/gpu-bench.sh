@@ -22,7 +22,8 @@
 # Each part prints a table and writes it (and its logs) under $OUT when set (the device tool's output folder).
 # Part time limits (seconds): LA_T_A=150 LA_T_B=240 LA_T_D=150 LA_T_E=120 LA_T_K=240.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LA_NAME=gpu-bench
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 BUNDLE=${LA_BUNDLE:-$ROOT/device-bundle}
 LOGS=${OUT:-$ROOT/gpu-bench-out}
 mkdir -p "$LOGS"

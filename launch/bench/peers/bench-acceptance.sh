@@ -8,23 +8,23 @@
 #   env: MODEL (cached name or directory), THREADS (2), OUT (out/acceptance), LLAMA=0 (no llama.cpp rows),
 #        SETS (a comma list of the sets above; default all), BUDGETS (default 8,16,32)
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+LA_NAME=bench-acceptance
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
 N=${1:-20}
 MAX_NEW=${2:-128}
 MODEL=${MODEL:-SmolLM2-135M-Instruct}
 OUT=${OUT:-$ROOT/out/acceptance}
-B=$ROOT/build
+B=$BUILD
 [ -x "$B/lookahead" ] || { echo "bench-acceptance.sh: build/lookahead missing (launch/setup.sh)" >&2; exit 1; }
 [ -x "$B/tests/la_replay_acceptance" ] || cmake --build "$B" -j2 --target la_replay_acceptance >&2
 read -r ARCTIC_SRC ARCTIC_PY < <("$ROOT/launch/bench/peers/build-arctic.sh")
 LLAMA_BIN= LLAMA_GGUF=
 if [ "${LLAMA:-1}" != 0 ]; then
-  DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
-  MODEL_DIR=$MODEL; [ -d "$MODEL_DIR" ] || MODEL_DIR=$DEPS/models/$MODEL
+  MODEL_DIR=$MODEL; [ -d "$MODEL_DIR" ] || MODEL_DIR=$MODELS/$MODEL
   out=$("$ROOT/launch/bench/peers/build-llamacpp.sh" "$MODEL_DIR") || { echo "bench-acceptance.sh: build-llamacpp.sh failed" >&2; exit 1; }
   LLAMA_BIN=$(sed -n 's/^LLAMA_BIN=//p' <<<"$out")
   LLAMA_GGUF=$(grep -m1 '^GGUF_.*_F32=' <<<"$out" | cut -d= -f2-)
 fi
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+la_machine >&2
 LLAMA_BIN="$LLAMA_BIN" LLAMA_GGUF="$LLAMA_GGUF" PYTHONPATH="$ARCTIC_SRC" "$ARCTIC_PY" "$ROOT/launch/bench/peers/bench_acceptance.py" "$B/lookahead" "$B/tests/la_replay_acceptance" \
-  "$MODEL" "$ROOT/../shared" "$OUT" "$N" "$MAX_NEW" "${THREADS:-2}"
+  "$MODEL" "$SHARED" "$OUT" "$N" "$MAX_NEW" "${THREADS:-2}"

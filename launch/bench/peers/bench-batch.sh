@@ -12,20 +12,19 @@
 # BATCHES, SETS (mt-bench,humaneval,gsm8k), DTYPE (f32|bf16), CHART (PNG), LLAMA=0 (skip the peer),
 # LOOKAHEAD_SHARED. llama.cpp and its GGUF of our weights come from launch/bench/peers/build-llamacpp.sh (built once).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
-export PY=${PY:-$DEPS/torch-2.11.0/bin/python}
-export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
-export MODEL=${MODEL:-$DEPS/models/SmolLM2-135M-Instruct}
-export SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
+LA_NAME=bench-batch
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
+export PY=${PY:-$VENV/bin/python}
+export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$BUILD/lookahead}
+export MODEL=${MODEL:-$MODELS/SmolLM2-135M-Instruct}
+export SHARED
 export THREADS=${THREADS:-2} N=${N:-64} ROUNDS=${ROUNDS:-2} MAX_NEW=${MAX_NEW:-128} BATCHES=${BATCHES:-1,2,4,8,16,32}
 export SETS=${SETS:-mt-bench,humaneval,gsm8k} DTYPE=${DTYPE:-f32} LLAMA=${LLAMA:-1} CHART=${CHART:-}
-die() { echo "bench-batch: error: $*" >&2; exit 1; }
 [ -x "$LOOKAHEAD_BIN" ] || die "no engine binary at $LOOKAHEAD_BIN (build it, or set LOOKAHEAD_BIN)"
 [ -f "$MODEL/config.json" ] || die "no model directory at $MODEL (run launch/setup.sh, or set MODEL)"
 [ -d "$SHARED/datasets" ] || die "no shared datasets at $SHARED/datasets (set LOOKAHEAD_SHARED)"
 [ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first)"
-case "$THREADS$N$ROUNDS$MAX_NEW" in *[!0-9]*) die "THREADS, N, ROUNDS and MAX_NEW must be positive integers";; esac
+la_positive THREADS="$THREADS" N="$N" ROUNDS="$ROUNDS" MAX_NEW="$MAX_NEW"
 case "$BATCHES" in *[!0-9,]*|"") die "BATCHES must be a comma-separated list of numbers";; esac
 case "$DTYPE" in f32|bf16) ;; *) die "DTYPE must be f32 or bf16";; esac
 export LLAMA_BIN="" GGUF=""

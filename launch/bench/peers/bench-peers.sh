@@ -14,21 +14,18 @@
 # llama.cpp (pinned: PyPI llama-cpp-python==0.3.36's vendored source) and the GGUF files are made once by
 # launch/bench/peers/build-llamacpp.sh under ${LOOKAHEAD_DEPS:-~/.cache/lookahead}; the stream-read probe likewise.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
-export PY=${PY:-$DEPS/torch-2.11.0/bin/python}
-export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
-export MODEL=${MODEL:-$DEPS/models/SmolLM2-135M-Instruct}
-export SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
+LA_NAME=bench-peers
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
+export PY=${PY:-$VENV/bin/python}
+export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$BUILD/lookahead}
+export MODEL=${MODEL:-$MODELS/SmolLM2-135M-Instruct}
+export SHARED
 export THREADS=${THREADS:-2} N=${N:-2} ROUNDS=${ROUNDS:-3} MAX_NEW=${MAX_NEW:-128}
-die() { echo "bench-peers: error: $*" >&2; exit 1; }
 [ -x "$LOOKAHEAD_BIN" ] || die "no engine binary at $LOOKAHEAD_BIN (build it, or set LOOKAHEAD_BIN)"
 [ -f "$MODEL/config.json" ] || die "no model directory at $MODEL (run launch/setup.sh, or set MODEL)"
 [ -d "$SHARED/datasets" ] || die "no shared datasets at $SHARED/datasets (set LOOKAHEAD_SHARED)"
 [ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first)"
-case "$THREADS$N$ROUNDS$MAX_NEW" in *[!0-9]*) die "THREADS, N, ROUNDS and MAX_NEW must be positive integers";; esac
-[ "$THREADS" -ge 1 ] && [ "$N" -ge 1 ] && [ "$ROUNDS" -ge 1 ] && [ "$MAX_NEW" -ge 1 ] \
-  || die "THREADS, N, ROUNDS and MAX_NEW must be at least 1"
+la_positive THREADS="$THREADS" N="$N" ROUNDS="$ROUNDS" MAX_NEW="$MAX_NEW"
 
 # The peer and its GGUF files (once); its last lines are KEY=VALUE.
 out=$("$ROOT/launch/bench/peers/build-llamacpp.sh" "$MODEL") || die "launch/bench/peers/build-llamacpp.sh failed"
@@ -45,11 +42,8 @@ if [ ! -x "$STREAM_BIN" ] || [ "$ROOT/launch/bench/peers/stream_read.cpp" -nt "$
     || die "compiling launch/bench/peers/stream_read.cpp failed"
   mv "$STREAM_BIN.tmp" "$STREAM_BIN"
 fi
-if [ -n "${CHART:-}" ] && ! "$PY" -c "import matplotlib" 2>/dev/null; then
-  "$PY" -m pip install --quiet "matplotlib==3.10.*" || die "pip install matplotlib failed"
-fi
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), load $(cut -d' ' -f1-3 /proc/loadavg)"
+la_machine
 echo "engine: $LOOKAHEAD_BIN ($(git -C "$(dirname "$LOOKAHEAD_BIN")" rev-parse --short HEAD 2>/dev/null || echo '?')); peer: llama.cpp from llama-cpp-python==0.3.36 in $LLAMA_BIN"
 echo "command: THREADS=$THREADS N=$N ROUNDS=$ROUNDS MAX_NEW=$MAX_NEW SETS=${SETS:-humaneval,mbpp,gsm8k,mt-bench} DTYPES=${DTYPES:-f32,bf16} launch/bench/peers/bench-peers.sh"
 exec "$PY" "$ROOT/launch/bench/peers/bench_peers.py"

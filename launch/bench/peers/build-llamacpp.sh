@@ -10,18 +10,17 @@
 # Env: LOOKAHEAD_DEPS, PY (python with torch+transformers: the project's torch venv), JOBS (build jobs, 2).
 # Why a script and not a submodule: the peer is a benchmark reference only; the project ships none of its code.
 set -euo pipefail
-VER=0.3.36
+LA_NAME=build-llamacpp
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
+VER=$(la_pin llama-cpp-python | cut -d= -f3)
 SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
-PY=${PY:-$DEPS/torch-2.11.0/bin/python}
+PY=${PY:-$VENV/bin/python}
 JOBS=${JOBS:-2}
 TOP=$DEPS/llama.cpp-$VER
 SRC=$TOP/src          # the vendored llama.cpp tree (also holds convert_hf_to_gguf.py and gguf-py)
 BLD=$TOP/build
 BIN=$TOP/bin          # only the tools the benchmark runs
 TOOLS=(llama-bench llama-batched-bench llama-completion llama-simple llama-lookup llama-lookahead llama-tokenize)
-log() { echo "[build-llamacpp] $*" >&2; }
-die() { echo "build-llamacpp: error: $*" >&2; exit 1; }
 
 [ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first, or set PY)"
 mkdir -p "$TOP"
@@ -70,7 +69,7 @@ have_all || die "tools missing in $BIN after the build"
 need_py() {  # module pip-spec
   "$PY" -c "import $1" 2>/dev/null || { log "installing $2 into $PY"; "$PY" -m pip install --quiet "$2"; }
 }
-[ $# -gt 0 ] || set -- "$DEPS/models/SmolLM2-135M-Instruct"
+[ $# -gt 0 ] || set -- "$MODELS/SmolLM2-135M-Instruct"
 converter_ready=0
 for m in "$@"; do
   [ -f "$m/config.json" ] || die "model directory $m has no config.json"
@@ -83,7 +82,7 @@ for m in "$@"; do
       if [ $converter_ready = 0 ]; then
         need_py numpy "numpy~=2.2.6"; need_py yaml "pyyaml>=5.1"; need_py tqdm "tqdm>=4.27"
         need_py requests "requests>=2.25"; need_py safetensors safetensors
-        need_py sentencepiece "sentencepiece==0.2.1"
+        need_py sentencepiece "$(la_pin sentencepiece)"
         converter_ready=1
       fi
       log "converting $m to $out"
