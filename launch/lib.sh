@@ -10,7 +10,7 @@ BUILD=${LOOKAHEAD_BUILD:-$ROOT/build}
 SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
 LA_PINS=$ROOT/launch/pins.txt
 LA_NAME=${LA_NAME:-$(basename "$0" .sh)}
-MODELS=$DEPS/models   # the demo model's GGUF and the converted model directories (launch/setup.sh)
+LA_MODELS=$DEPS/models   # the demo model's GGUF and the converted model directories (launch/setup.sh)
 
 log() { echo "[$LA_NAME] $*" >&2; }
 die() { echo "$LA_NAME: error: $*" >&2; exit 1; }

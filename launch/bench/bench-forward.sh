@@ -25,7 +25,7 @@ mkdir -p "$OUT"
   if [ "${METRIC:-wall}" = cpu ]; then
     python3 - "$MODEL" "$TOKENS" "$SHARED" "${THREADS:-1}" <<'PY'
 import os, sys, tempfile
-sys.path.insert(0, os.path.join(os.environ.get("ROOT", "."), "launch"))
+sys.path.insert(0, os.path.join(os.environ.get("ROOT", "."), "launch", "bench"))
 from bench_lib import prompts_file, run
 model, tokens, shared, threads = sys.argv[1], [int(t) for t in sys.argv[2].split(",")], sys.argv[3], sys.argv[4]
 tmp = tempfile.mkdtemp(prefix="la-stepcost-")

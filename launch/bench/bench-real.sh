@@ -15,7 +15,7 @@ LA_NAME=bench-real
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 la_setup
 MODEL=${MODEL:-SmolLM2-135M-Instruct}
-[ -d "$MODEL" ] || MODEL=$MODELS/$MODEL
+[ -d "$MODEL" ] || MODEL=$LA_MODELS/$MODEL
 PY=$(la_python)
 la_machine
 export THREADS=${THREADS:-0}

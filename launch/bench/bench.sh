@@ -21,7 +21,7 @@ ARGS=()
 for a in "$@"; do if [ "$a" = --forward ]; then FORWARD=1; else ARGS+=("$a"); fi; done
 PY=python3
 # The real model, where launch/setup.sh has converted it (docs/setup.md); SMOLLM2=0 leaves it out.
-SMOL=$MODELS/SmolLM2-135M-Instruct
+SMOL=$LA_MODELS/SmolLM2-135M-Instruct
 if [ "${SMOLLM2:-1}" = 1 ] && [ -f "$SMOL/config.json" ]; then
   export BENCH_MODELS="${BENCH_MODELS:+$BENCH_MODELS,}smollm2=$SMOL"
 fi

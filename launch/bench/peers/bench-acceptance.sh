@@ -20,7 +20,7 @@ B=$BUILD
 read -r ARCTIC_SRC ARCTIC_PY < <("$ROOT/launch/bench/peers/build-arctic.sh")
 LLAMA_BIN= LLAMA_GGUF=
 if [ "${LLAMA:-1}" != 0 ]; then
-  MODEL_DIR=$MODEL; [ -d "$MODEL_DIR" ] || MODEL_DIR=$MODELS/$MODEL
+  MODEL_DIR=$MODEL; [ -d "$MODEL_DIR" ] || MODEL_DIR=$LA_MODELS/$MODEL
   out=$("$ROOT/launch/bench/peers/build-llamacpp.sh" "$MODEL_DIR") || { echo "bench-acceptance.sh: build-llamacpp.sh failed" >&2; exit 1; }
   LLAMA_BIN=$(sed -n 's/^LLAMA_BIN=//p' <<<"$out")
   LLAMA_GGUF=$(grep -m1 '^GGUF_.*_F32=' <<<"$out" | cut -d= -f2-)

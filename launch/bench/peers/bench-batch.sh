@@ -16,7 +16,7 @@ LA_NAME=bench-batch
 . "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
 export PY=${PY:-$VENV/bin/python}
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$BUILD/lookahead}
-export MODEL=${MODEL:-$MODELS/SmolLM2-135M-Instruct}
+export MODEL=${MODEL:-$LA_MODELS/SmolLM2-135M-Instruct}
 export SHARED
 export THREADS=${THREADS:-2} N=${N:-64} ROUNDS=${ROUNDS:-2} MAX_NEW=${MAX_NEW:-128} BATCHES=${BATCHES:-1,2,4,8,16,32}
 export SETS=${SETS:-mt-bench,humaneval,gsm8k} DTYPE=${DTYPE:-f32} LLAMA=${LLAMA:-1} CHART=${CHART:-}

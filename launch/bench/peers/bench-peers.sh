@@ -18,7 +18,7 @@ LA_NAME=bench-peers
 . "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
 export PY=${PY:-$VENV/bin/python}
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$BUILD/lookahead}
-export MODEL=${MODEL:-$MODELS/SmolLM2-135M-Instruct}
+export MODEL=${MODEL:-$LA_MODELS/SmolLM2-135M-Instruct}
 export SHARED
 export THREADS=${THREADS:-2} N=${N:-2} ROUNDS=${ROUNDS:-3} MAX_NEW=${MAX_NEW:-128}
 [ -x "$LOOKAHEAD_BIN" ] || die "no engine binary at $LOOKAHEAD_BIN (build it, or set LOOKAHEAD_BIN)"

@@ -69,7 +69,7 @@ have_all || die "tools missing in $BIN after the build"
 need_py() {  # module pip-spec
   "$PY" -c "import $1" 2>/dev/null || { log "installing $2 into $PY"; "$PY" -m pip install --quiet "$2"; }
 }
-[ $# -gt 0 ] || set -- "$MODELS/SmolLM2-135M-Instruct"
+[ $# -gt 0 ] || set -- "$LA_MODELS/SmolLM2-135M-Instruct"
 converter_ready=0
 for m in "$@"; do
   [ -f "$m/config.json" ] || die "model directory $m has no config.json"
