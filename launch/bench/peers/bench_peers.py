@@ -323,25 +323,10 @@ def main():
         make_chart(chart, res, sets, configs)
 
 
-def make_chart(path, res, sets, configs):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(DTYPES), figsize=(7 * len(DTYPES), 4.5), squeeze=False)
-    labels = [l for _g, l in configs]
-    for ax, d in zip(axes[0], DTYPES):
-        w = 0.8 / len(labels)
-        for i, l in enumerate(labels):
-            ys = [statistics.median(res[(d, s, l)]["tps"]) for s in sets]
-            ax.bar([x + i * w for x in range(len(sets))], ys, w, label=l,
-                   hatch="//" if l.startswith("llama") else None)
-        ax.set_xticks([x + 0.4 - w / 2 for x in range(len(sets))], list(sets))
-        ax.set_ylabel("decode tok/s (median)")
-        ax.set_title(f"{d.upper()}, {THREADS} threads")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"chart: {path}")
+def make_chart(path, res, sets, configs):  # launch/plot.py draws it (pinned matplotlib installed on first use)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    import plot
+    plot.peers(path, res, list(sets), [l for _g, l in configs], DTYPES, THREADS)
 
 
 if __name__ == "__main__":
