@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.environ.get("ROOT", "."), "launch", "bench"))
 from bench_lib import prompts_file, run
 model, tokens, shared, threads = sys.argv[1], [int(t) for t in sys.argv[2].split(",")], sys.argv[3], sys.argv[4]
 tmp = tempfile.mkdtemp(prefix="la-stepcost-")
-p = prompts_file("cnn_dailymail", 1, tmp, shared)
+p = prompts_file("cnn-dm", 1, tmp, shared)
 ms = {}
 for k in ("on", "off"):
     for t in tokens:

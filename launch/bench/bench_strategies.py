@@ -28,9 +28,9 @@ for spec in filter(None, os.environ.get("BENCH_MODELS", "").split(",")):
     label, path = spec.split("=", 1)
     models.append((label, path, 2048))
 only_models = set(filter(None, os.environ.get("MODELS", "").split(",")))
-sets = [("tinystories", n_st), ("gsm8k", n_other), ("humaneval", n_other), ("cnn_dailymail", n_other)]
+sets = [("tinystories", n_st), ("gsm8k", n_other), ("humaneval", n_other), ("cnn-dm", n_other)]
 only_sets = set(filter(None, os.environ.get("SETS", "").split(",")))
-long_sets = {"humaneval", "cnn_dailymail"}  # 300-650 characters: need more than 256 positions
+long_sets = {"humaneval", "cnn-dm"}  # 300-650 characters: need more than 256 positions
 W5 = ["--window", "5", "--ngram", "4", "--guesses", "5"]
 OFF, ON = ["--adaptive", "off"], ["--adaptive", "on"]
 # (label, strategy, options): defaults, a small LADE window that suits a CPU, each fixed and adaptive

@@ -14,7 +14,10 @@ with transformers (the chat template for the chat sets) and tokenized there: our
 that it makes the same ids of it. Reported per row: decode tokens/s (prefill excluded) min/median/max over rounds,
 tokens per forward (S), ours / llama.cpp (medians), and whether the generated text equals the peer's plain decoding.
 """
-import gzip, json, os, re, statistics, subprocess, sys, tempfile, time
+import json, os, re, statistics, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import prompt_sets  # noqa: E402
 
 E = os.environ
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -34,26 +37,9 @@ CTX = 2048
 
 
 def load_sets():
-    d = os.path.join(SHARED, "datasets")
-    out = {}
-    if "humaneval" in SETS:  # raw code prompts (no template)
-        out["humaneval"] = [("raw", json.loads(l)["prompt"])
-                            for l in gzip.open(os.path.join(d, "humaneval/HumanEval.jsonl.gz"), "rt")][:N]
-    if "mbpp" in SETS:  # raw: the task and its first test in a docstring, the model writes the function
-        mb = []
-        for l in open(os.path.join(d, "mbpp/mbpp.jsonl")):
-            r = json.loads(l)
-            mb.append(("raw", f'"""\n{r["text"]}\n{r["test_list"][0]}\n"""\n'))
-        out["mbpp"] = mb[:N]
-    if "gsm8k" in SETS:
-        out["gsm8k"] = [("chat", json.loads(l)["question"]) for l in open(os.path.join(d, "gsm8k/test.jsonl"))][:N]
-    if "mt-bench" in SETS:
-        out["mt-bench"] = [("chat", json.loads(l)["turns"][0])
-                           for l in open(os.path.join(d, "mt_bench/question.jsonl"))][:N]
-    unknown = set(SETS) - set(out)
-    if unknown:
-        raise SystemExit(f"bench-peers: error: unknown set(s) {sorted(unknown)}; known: humaneval,mbpp,gsm8k,mt-bench")
-    return out
+    """{set: [(kind, text)]} of SETS (launch/prompt_sets.py)."""
+    return {name: [(p["kind"], p["text"]) for p in prompt_sets.load(name, N, SHARED)]
+            for name in prompt_sets.check(SETS)}
 
 
 def render(tok, kind, text):
