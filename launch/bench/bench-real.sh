@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Real-task benchmark: SmolLM2-135M-Instruct (dequantized Q4_1 weights, fp32, CPU) on MT-Bench first turns (chat),
+# Real-task benchmark: SmolLM2-135M-Instruct (dequantized Q4_1 weights, fp32, CPU; the directory launch/setup.sh
+# --test-deps converts, as transformers runs it too) on MT-Bench first turns (chat),
 # HumanEval prompts (raw code), GSM8K questions (chat) and CNN/DailyMail articles (chat, "Summarize:"), every strategy
 # (defaults and one small setting each, fixed, and the main ones adaptive: rows "+a"), and IN THE SAME RUN Hugging Face transformers on the same prompt ids and
 # weights (greedy generate() and prompt lookup with prompt_lookup_num_tokens=10): S, accepted tokens per step,

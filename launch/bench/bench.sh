@@ -8,7 +8,7 @@
 #   launch/bench/bench.sh --device cuda        # same on a GPU; add `--forward` for forward cost vs step size
 # Env: N_STORIES (20), N_OTHER (10), MAX_NEW (96), ROUNDS (3), MODELS / SETS (comma lists to restrict),
 #      OUROBOROS=1 (add the slow Ouroboros rows), BENCH_MODELS="label=path,..." (more models; SmolLM2-135M is added
-#      when setup.sh has converted it, SMOLLM2=0 leaves it out), STRATEGIES="trie+a,..." (only these rows),
+#      when setup.sh --test-deps has converted it, SMOLLM2=0 leaves it out), STRATEGIES="trie+a,..." (only these rows),
 #      METRIC=cpu (default: tokens per CPU-second of the decoding thread, --threads 1; robust on a shared machine)
 #      or wall (tokens per wall-clock second; a quiet machine), OUT (build/: bench-strategies.txt; PLOT=1 adds
 #      strategies.png).
@@ -20,7 +20,7 @@ FORWARD=0
 ARGS=()
 for a in "$@"; do if [ "$a" = --forward ]; then FORWARD=1; else ARGS+=("$a"); fi; done
 PY=python3
-# The real model, where launch/setup.sh has converted it (docs/setup.md); SMOLLM2=0 leaves it out.
+# The real model, where launch/setup.sh --test-deps has converted it (docs/setup.md); SMOLLM2=0 leaves it out.
 SMOL=$LA_MODELS/SmolLM2-135M-Instruct
 if [ "${SMOLLM2:-1}" = 1 ] && [ -f "$SMOL/config.json" ]; then
   export BENCH_MODELS="${BENCH_MODELS:+$BENCH_MODELS,}smollm2=$SMOL"

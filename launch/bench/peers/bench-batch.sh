@@ -21,7 +21,7 @@ export SHARED
 export THREADS=${THREADS:-2} N=${N:-64} ROUNDS=${ROUNDS:-2} MAX_NEW=${MAX_NEW:-128} BATCHES=${BATCHES:-1,2,4,8,16,32}
 export SETS=${SETS:-mt-bench,humaneval,gsm8k} DTYPE=${DTYPE:-f32} LLAMA=${LLAMA:-1} CHART=${CHART:-}
 [ -x "$LOOKAHEAD_BIN" ] || die "no engine binary at $LOOKAHEAD_BIN (build it, or set LOOKAHEAD_BIN)"
-[ -f "$MODEL/config.json" ] || die "no model directory at $MODEL (run launch/setup.sh, or set MODEL)"
+[ -f "$MODEL/config.json" ] || die "no model directory at $MODEL (run launch/setup.sh --test-deps, or set MODEL)"
 [ -d "$SHARED/datasets" ] || die "no shared datasets at $SHARED/datasets (set LOOKAHEAD_SHARED)"
 [ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first)"
 la_positive THREADS="$THREADS" N="$N" ROUNDS="$ROUNDS" MAX_NEW="$MAX_NEW"
