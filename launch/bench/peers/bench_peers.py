@@ -30,8 +30,12 @@ N = int(E.get("N", "2"))
 ROUNDS = int(E.get("ROUNDS", "3"))
 MAX_NEW = int(E.get("MAX_NEW", "128"))
 STREAM = E["STREAM_BIN"]
-GGUF = {"f32": E["GGUF_F32"], "bf16": E["GGUF_BF16"]}
 DTYPES = [d for d in E.get("DTYPES", "f32,bf16").split(",") if d]
+GGUF = {d: E[f"GGUF_{d.upper()}"] for d in DTYPES}  # llama.cpp's file per weight type: GGUF_F32, GGUF_BF16, ...
+# OURS_GGUF=1: our engine serves the same GGUF file as llama.cpp (`--model FILE.gguf`, quantized weights kept
+# quantized), e.g. Gemma-3-270M's Q4_K_M as downloaded; MODEL is then that file (its tokenizer via transformers).
+# Otherwise our engine loads MODEL (a Hugging Face directory) at --dtype and llama.cpp a GGUF converted from it.
+OURS_GGUF = E.get("OURS_GGUF", "0") == "1"
 SETS = [s for s in E.get("SETS", "humaneval,mbpp,gsm8k,mt-bench").split(",") if s]
 CTX = 2048
 
@@ -47,7 +51,12 @@ def render(tok, kind, text):
     if kind == "chat":
         text = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                        tokenize=False)
-        return text, tok(text, add_special_tokens=False)["input_ids"]
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        # a tokenizer that starts every text with BOS (Gemma) gets it here too, as llama.cpp adds it to the text
+        bos = tok.bos_token_id
+        if bos is not None and tok("x")["input_ids"][:1] == [bos] and ids[:1] != [bos]:
+            ids = [bos] + ids
+        return text, ids
     return text, tok(text)["input_ids"]  # the tokenizer's own special-token convention (BOS if it adds one)
 
 
@@ -146,9 +155,11 @@ def run_ours(label, dtype, prompts, tmp):
         for i, (_t, ids) in enumerate(prompts):
             f.write(json.dumps({"id": str(i), "prompt_ids": ids}) + "\n")
     out, st = os.path.join(tmp, "ours.out.jsonl"), os.path.join(tmp, "ours.stats.json")
-    cmd = [BIN, "generate", "--model", MODEL, "--input", inp, "--output", out, "--overwrite", "--quiet",
+    weights = ["--model", GGUF[dtype]] if OURS_GGUF else \
+        ["--model", MODEL, "--dtype", "bf16" if dtype == "bf16" else "fp32"]
+    cmd = [BIN, "generate", *weights, "--input", inp, "--output", out, "--overwrite", "--quiet",
            "--max-new-tokens", str(MAX_NEW), "--strategy", strat, "--stats-json", st, "--threads", str(THREADS),
-           "--dtype", "bf16" if dtype == "bf16" else "fp32", "--batch", "1", *extra]  # one at a time, as the peer
+           "--batch", "1", *extra]  # one at a time, as the peer
     sh(cmd)
     a = json.load(open(st))["aggregate"]
     recs = sorted((json.loads(l) for l in open(out)), key=lambda r: int(r["id"]))
@@ -192,11 +203,41 @@ def fmt3(xs, f="{:.1f}"):
     return f"{f.format(md)} [{f.format(lo)}-{f.format(hi)}]"
 
 
-def main():
+def tokenizer():
+    """transformers' tokenizer of MODEL: a directory, or a GGUF file (converted once by transformers and kept in
+    $LOOKAHEAD_DEPS/bench-peers/tokenizer-<file>: a 262k vocabulary takes a while)."""
     from transformers import AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(MODEL)
-    eos = json.load(open(os.path.join(MODEL, "generation_config.json"))).get("eos_token_id", [])
-    eos = eos if isinstance(eos, list) else [eos]
+    if not MODEL.endswith(".gguf"):
+        return AutoTokenizer.from_pretrained(MODEL)
+    cache = os.path.join(os.path.dirname(STREAM), "tokenizer-" + os.path.basename(MODEL)[:-5])
+    stamp = f"{os.path.getsize(MODEL)} {os.path.getmtime(MODEL)}"
+    if not (os.path.exists(os.path.join(cache, "STAMP")) and open(os.path.join(cache, "STAMP")).read() == stamp):
+        tok = AutoTokenizer.from_pretrained(os.path.dirname(MODEL), gguf_file=os.path.basename(MODEL))
+        if not tok.chat_template and "<start_of_turn>" in tok.get_vocab():
+            # Gemma-3-270M's GGUF carries no tokenizer.chat_template (and so transformers has none): Gemma's own
+            # turn format, as its template writes it; BOS is left to the tokenizer (render), as llama.cpp adds it.
+            tok.chat_template = ("{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' "
+                                 "else m['role'] }}\n{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+                                 "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+        tok.save_pretrained(cache)
+        open(os.path.join(cache, "STAMP"), "w").write(stamp)
+    return AutoTokenizer.from_pretrained(cache)
+
+
+def eos_ids(tok):
+    """The ids that end generation: generation_config.json's, or for a GGUF the tokenizer's eos and <end_of_turn>
+    (the end-of-turn token both engines stop at for Gemma)."""
+    gc = os.path.join(MODEL, "generation_config.json")
+    if os.path.isfile(gc):
+        eos = json.load(open(gc)).get("eos_token_id", [])
+        return eos if isinstance(eos, list) else [eos]
+    eot = tok.convert_tokens_to_ids("<end_of_turn>")
+    return [tok.eos_token_id] + ([eot] if isinstance(eot, int) and eot != tok.unk_token_id else [])
+
+
+def main():
+    tok = tokenizer()
+    eos = eos_ids(tok)
     eos_texts = [tok.convert_ids_to_tokens(e) for e in eos]
     tmp = tempfile.mkdtemp(prefix="la-bench-peers-")
     sets = {name: [render(tok, k, t) for k, t in items] for name, items in load_sets().items()}
@@ -210,8 +251,11 @@ def main():
             print(f"WARNING: {name}: llama.cpp tokenizes {len(prompts) - ok} prompt(s) differently from transformers",
                   flush=True)
 
-    elems = weight_elems(MODEL)
-    wbytes = {"f32": 4 * elems, "bf16": 2 * elems}
+    if OURS_GGUF:  # the file's bytes (tensor data plus a small header) are what a token streams
+        wbytes = {d: os.path.getsize(GGUF[d]) for d in DTYPES}
+    else:
+        elems = weight_elems(MODEL)
+        wbytes = {"f32": 4 * elems, "bf16": 2 * elems}
     configs = [("plain", "llama-completion"), ("plain", "ours ar"),
                ("lookup", "llama-lookup"), ("lookup", "llama-lookup n10"),
                ("lookup", "ours prompt-lookup fixed"), ("lookup", "ours prompt-lookup"),
@@ -222,7 +266,7 @@ def main():
     t_start = time.time()
 
     def report():  # the tables so far: printed after every round, so a cut run still leaves numbers
-        print(f"\nmodel {MODEL}; {THREADS} threads both engines; {N} prompt(s) per set, {MAX_NEW} new tokens, greedy; "
+        print(f"\nmodel {MODEL}{' (both engines serve the GGUF file)' if OURS_GGUF else ''}; {THREADS} threads both engines; {N} prompt(s) per set, {MAX_NEW} new tokens, greedy; "
               f"{len(bw)} of {ROUNDS} interleaved rounds: median [min-max]; prompt ids llama.cpp == transformers: "
               + ", ".join(f"{k} {v}" for k, v in ids_ok.items()))
         if PROMPT_MISMATCH:
