@@ -32,7 +32,8 @@ check "the archive to carry unpacks to the same bundle (run.sh, the binaries, th
 check "no torch or CUDA wheel library is bundled" "! ls '$T/b/lib' | grep -E -q '^lib(torch|c10|cudart|nccl|cublas)'"
 # The bundled lookahead runs on this CPU through run.sh alone (no build-tree rpath needed: the torch dir comes
 # from python3, here the setup venv's).
-VENV=$(cat "$BUILD/.venv-path" 2>/dev/null || echo "${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/torch-2.11.0")
+VENV=$(cat "$BUILD/.venv-path" 2>/dev/null ||
+       echo "${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/torch-$(sed -n 's/^torch==//p' "$SRC/launch/pins.txt")")
 if [ -n "$VENV" ] && [ -x "$VENV/bin/python3" ]; then
   PATH="$VENV/bin:$PATH" "$T/b/run.sh" lookahead score --model random:tiny-mha --ids 1,2,3 >"$T/score" 2>&1
   check "bundled lookahead runs via run.sh ($(head -c 60 "$T/score"))" "grep -q argmax '$T/score'"
