@@ -15,11 +15,12 @@ LA_MODELS=$DEPS/models   # the demo model's GGUF and the converted model directo
 log() { echo "[$LA_NAME] $*" >&2; }
 die() { echo "$LA_NAME: error: $*" >&2; exit 1; }
 
-# la_pin NAME...: the pinned "name==version" of each package (launch/pins.txt); fails on an unknown name.
+# la_pin NAME...: the pinned "name==version" (or "name>=...", "name~=...") of each package (launch/pins.txt); fails
+# on an unknown name.
 la_pin() {
   local n line
   for n in "$@"; do
-    line=$(sed -n "s/^\($n==[^ #]*\).*/\1/p" "$LA_PINS")
+    line=$(sed -n "s/^\($n[=~>]=[^ #]*\).*/\1/p" "$LA_PINS")
     [ -n "$line" ] || { echo "$LA_NAME: no pin for '$n' in $LA_PINS" >&2; return 1; }
     echo "$line"
   done

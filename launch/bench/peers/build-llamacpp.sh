@@ -80,8 +80,8 @@ for m in "$@"; do
     # Redone only when missing or older than the model's weights (a re-converted model directory).
     if [ ! -s "$out" ] || [ -n "$(find "$m" -maxdepth 1 -name '*.safetensors' -newer "$out")" ]; then
       if [ $converter_ready = 0 ]; then
-        need_py numpy "numpy~=2.2.6"; need_py yaml "pyyaml>=5.1"; need_py tqdm "tqdm>=4.27"
-        need_py requests "requests>=2.25"; need_py safetensors safetensors
+        need_py numpy "$(la_pin numpy)"; need_py yaml "$(la_pin pyyaml)"; need_py tqdm "$(la_pin tqdm)"
+        need_py requests "$(la_pin requests)"; need_py safetensors "$(la_pin safetensors)"
         need_py sentencepiece "$(la_pin sentencepiece)"
         converter_ready=1
       fi
