@@ -104,6 +104,19 @@ wait_rank() {
 }
 # stop_job: kill -9 JOB and reap it.
 stop_job() { kill -9 "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null; JOB=""; }
+# term_job PID TICKS [DIGITS]: SIGTERM to PID (JOB itself or one of its ranks), then up to TICKS x 0.05 s for JOB to
+# end; then JOB is killed if still there and reaped. Sets JOB_RC (its status) and JOB_SECS (signal to end).
+term_job() {
+  local t0 t1 waited=0
+  t0=$(now)
+  kill -TERM "$1"
+  while kill -0 "$JOB" 2>/dev/null && [ $waited -lt "$2" ]; do sleep 0.05; waited=$((waited + 1)); done
+  t1=$(now)
+  kill -9 "$JOB" 2>/dev/null
+  wait "$JOB"; JOB_RC=$?
+  JOB=""
+  JOB_SECS=$(elapsed "$t0" "$t1" "${3:-1}")
+}
 
 # valid_jsonl FILE: every line parses, the file ends with a newline, no id twice.
 valid_jsonl() {

@@ -107,15 +107,8 @@ interrupt() {
   if ! kill -0 "$JOB" 2>/dev/null; then
     bad "$name: the job ended before the signal"; tail -n 5 "$T/err" | sed 's/^/    /'; wait "$JOB"; JOB=""; return 1
   fi
-  local t0; t0=$(now)
-  kill -TERM "$JOB"
-  local waited=0
-  while kill -0 "$JOB" 2>/dev/null && [ $waited -lt 600 ]; do sleep 0.05; waited=$((waited + 1)); done
-  local t1; t1=$(now)
-  kill -9 "$JOB" 2>/dev/null
-  wait "$JOB"; local rc=$?
-  JOB=""
-  local secs; secs=$(elapsed "$t0" "$t1")
+  term_job "$JOB" 600
+  local rc=$JOB_RC secs=$JOB_SECS
   local got; got=$(lines "$out")
   if [ "$rc" = 143 ] && within "$secs" 10 &&
      grep -q "interrupted by SIGTERM" "$T/err" && [ "$got" -lt $NP ] &&

@@ -49,15 +49,8 @@ interrupt() {
     bad "$name: the job did not get going (or finished) before the signal"; sed 's/^/    /' "$T/err" | tail
     stop_job; return 1
   fi
-  local t0; t0=$(now)
-  kill -TERM "$pid"
-  local waited=0
-  while kill -0 "$JOB" 2>/dev/null && [ $waited -lt 300 ]; do sleep 0.05; waited=$((waited + 1)); done
-  local t1; t1=$(now)
-  kill -9 "$JOB" 2>/dev/null
-  wait "$JOB"; local rc=$?
-  JOB=""
-  local secs; secs=$(elapsed "$t0" "$t1" 2)
+  term_job "$pid" 300 2
+  local rc=$JOB_RC secs=$JOB_SECS
   local got; got=$(lines "$out")
   if within "$secs" "$LIMIT"; then
     ok "$name: exit after $secs s"

@@ -14,16 +14,9 @@
 set -euo pipefail
 LA_NAME=bench-batch
 . "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
-export PY=${PY:-$VENV/bin/python}
-export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$BUILD/lookahead}
-export MODEL=${MODEL:-$LA_MODELS/SmolLM2-135M-Instruct}
-export SHARED
+la_peer_env
 export THREADS=${THREADS:-2} N=${N:-64} ROUNDS=${ROUNDS:-2} MAX_NEW=${MAX_NEW:-128} BATCHES=${BATCHES:-1,2,4,8,16,32}
 export SETS=${SETS:-mt-bench,humaneval,gsm8k} DTYPE=${DTYPE:-f32} LLAMA=${LLAMA:-1} CHART=${CHART:-}
-[ -x "$LOOKAHEAD_BIN" ] || die "no engine binary at $LOOKAHEAD_BIN (build it, or set LOOKAHEAD_BIN)"
-[ -f "$MODEL/config.json" ] || die "no model directory at $MODEL (run launch/setup.sh --test-deps, or set MODEL)"
-[ -d "$SHARED/datasets" ] || die "no shared datasets at $SHARED/datasets (set LOOKAHEAD_SHARED)"
-[ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first)"
 la_positive THREADS="$THREADS" N="$N" ROUNDS="$ROUNDS" MAX_NEW="$MAX_NEW"
 case "$BATCHES" in *[!0-9,]*|"") die "BATCHES must be a comma-separated list of numbers";; esac
 case "$DTYPE" in f32|bf16) ;; *) die "DTYPE must be f32 or bf16";; esac

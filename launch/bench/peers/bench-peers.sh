@@ -20,20 +20,13 @@
 set -euo pipefail
 LA_NAME=bench-peers
 . "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
-export PY=${PY:-$VENV/bin/python}
-export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$BUILD/lookahead}
-export MODEL=${MODEL:-$LA_MODELS/SmolLM2-135M-Instruct}
-export SHARED
+la_peer_env
 export THREADS=${THREADS:-2} N=${N:-2} ROUNDS=${ROUNDS:-3} MAX_NEW=${MAX_NEW:-128}
-[ -x "$LOOKAHEAD_BIN" ] || die "no engine binary at $LOOKAHEAD_BIN (build it, or set LOOKAHEAD_BIN)"
-[ -f "$MODEL/config.json" ] || die "no model directory at $MODEL (run launch/setup.sh --test-deps, or set MODEL)"
 export GEMMA3_GGUF=${GEMMA3_GGUF:-$LA_MODELS/gemma-3-270m-q4_k_m.gguf}
 PEER_MODELS=${PEER_MODELS:-smollm2,gemma3}
 for m in ${PEER_MODELS//,/ }; do
   case "$m" in smollm2|gemma3) ;; *) die "PEER_MODELS: unknown model '$m' (known: smollm2, gemma3)" ;; esac
 done
-[ -d "$SHARED/datasets" ] || die "no shared datasets at $SHARED/datasets (set LOOKAHEAD_SHARED)"
-[ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first)"
 la_positive THREADS="$THREADS" N="$N" ROUNDS="$ROUNDS" MAX_NEW="$MAX_NEW"
 
 # The peer and its GGUF files (once); its last lines are KEY=VALUE.
