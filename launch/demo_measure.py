@@ -15,7 +15,7 @@
 """
 import json, os, statistics, sys
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench"))
 from bench_lib import run  # noqa: E402
 
 T1 = ["--threads", "1"]

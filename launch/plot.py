@@ -1,32 +1,44 @@
-"""PNG charts from the benchmark scripts' text tables (matplotlib, pinned below, installed into this interpreter's
+"""PNG charts from the benchmark scripts' text tables (matplotlib, pinned in launch/pins.txt, installed into this interpreter's
 environment on first use: run it with the torch venv's python, as the bench scripts do).
 
-  plot.py real        TABLE PNG   launch/bench-real.sh output: end-to-end tokens/s per strategy and transformers
-  plot.py strategies  TABLE PNG   launch/bench.sh (bench_strategies.py) output: tokens/s and S per strategy
+  plot.py real        TABLE PNG   launch/bench/bench-real.sh output: end-to-end tokens/s per strategy and transformers
+  plot.py strategies  TABLE PNG   launch/bench/bench.sh (bench_strategies.py) output: tokens/s and S per strategy
   plot.py forward     TABLE PNG   `lookahead bench-forward` output (one or more runs): step cost against T
-  plot.py acceptance  TABLE PNG   launch/bench_budget_acceptance.py output: accepted tokens per step against budget
+  plot.py acceptance  TABLE PNG   launch/bench/bench_budget_acceptance.py output: accepted tokens per step against budget
   plot.py demo        TABLE PNG   launch/demo.sh output, part 3: S and tokens/s over the batch
   plot.py layouts     CSV PNG     launch/strong-scaling.sh --layouts W: measured and modelled job tokens/s per layout
-  plot.py batch       TABLE PNG   launch/bench_batch.py's "SET ENGINE B TOKENS/S" lines: job tokens/s against B
+  plot.py batch       TABLE PNG   launch/bench/peers/bench_batch.py's "SET ENGINE B TOKENS/S" lines: job tokens/s against B
+  plot.py scaling     CSV PNG     launch/strong-scaling.sh's CSV: tokens/s, speedup and step time against K
+Imported too: peers() draws launch/bench/peers/bench_peers.py's chart, scaling() launch/scaling.py's. Every chart of
+the launch/ scripts is drawn here.
 
 A title line can be given with TITLE=...; the command that made the table belongs in the caption beside the PNG.
 Charts are small (about 900 x 420 pixels, under 100 KB) so they can be committed.
 """
-import collections, os, re, subprocess, sys
+import collections, os, re, statistics, subprocess, sys
 
-MATPLOTLIB = "matplotlib==3.11.2"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pins import pin  # noqa: E402
+
+MATPLOTLIB = pin("matplotlib")
 
 
-def plt():
+def pyplot(style=True):
+    """matplotlib.pyplot (Agg), the pinned matplotlib installed into this interpreter's environment if missing."""
     try:
         import matplotlib
     except ImportError:
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", MATPLOTLIB])
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", MATPLOTLIB])
         import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as p
-    p.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
+    if style:
+        p.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
     return p
+
+
+def plt():
+    return pyplot()
 
 
 def save(fig, png):
@@ -252,8 +264,85 @@ def batch(lines, png):
     save(fig, png)
 
 
+def scaling(rows, png, title):
+    """launch/strong-scaling.sh (launch/scaling.py): tokens/s, speedup and step time against K, per mode; rows
+    are the CSV's dicts. Returns False (and says why) when matplotlib cannot be had: the CSV holds the table."""
+    try:
+        plt = pyplot(style=False)
+    except Exception as e:
+        print(f"PNG not written: matplotlib unavailable ({e}); the CSV holds the table", file=sys.stderr)
+        return False
+    styles = {"modelled": ("tab:blue", "o", "-"), "measured-seq": ("tab:gray", "s", ":"),
+              "measured-mpi": ("tab:red", "^", "--")}
+    labels = {"modelled": "modelled: K devices (slowest replica + latency)",
+              "measured-seq": "measured: simulation, K forwards in sequence on 1 device",
+              "measured-mpi": "measured: real K-rank MPI job on this machine (shared cores/GPU)"}
+    fig, ax = plt.subplots(1, 3, figsize=(16, 5.2))
+    for m in ["modelled", "measured-seq", "measured-mpi"]:
+        rs = sorted([r for r in rows if r["mode"] == m and r["tokens_per_s"] not in ("", None)],
+                    key=lambda r: int(r["K"]))
+        if not rs:
+            continue
+        c, mk, ls = styles[m]
+        ks = [int(r["K"]) for r in rs]
+        ax[0].plot(ks, [float(r["tokens_per_s"]) for r in rs], color=c, marker=mk, ls=ls, label=labels[m])
+        sp = [(int(r["K"]), float(r["speedup"])) for r in rs if r["speedup"] not in ("", "nan")]
+        if sp:
+            ax[1].plot([k for k, _ in sp], [v for _, v in sp], color=c, marker=mk, ls=ls, label=labels[m])
+        ax[2].plot(ks, [float(r["step_ms"]) for r in rs], color=c, marker=mk, ls=ls, label=labels[m])
+    allk = sorted({int(r["K"]) for r in rows})
+    ax[1].plot(allk, [1.0] * len(allk), color="black", lw=0.8, ls="-", alpha=0.5)
+    for a, t, y in [(ax[0], "tokens/s", "tokens / s"), (ax[1], "speedup over K=1 (same mode)", "speedup"),
+                    (ax[2], "time per step", "ms / step")]:
+        a.set_xscale("log", base=2)
+        a.set_xticks(allk)
+        a.set_xticklabels([str(k) for k in allk])
+        a.set_xlabel("K (ranks / replicas)")
+        a.set_ylabel(y)
+        a.set_title(t)
+        a.grid(True, alpha=0.3)
+    ax[2].set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+    ax[2].yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    lo, hi = ax[2].get_ylim()
+    if hi / lo < 8:  # within a decade: label the minor ticks too
+        ax[2].yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    h, l = ax[0].get_legend_handles_labels()
+    fig.legend(h, l, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(png, dpi=110)
+    print(f"PNG: {png}")
+    return True
+
+
+def peers(path, res, sets, labels, dtypes, threads):
+    """launch/bench/peers/bench_peers.py (CHART=PNG): median decode tokens/s per set, one bar per config
+    (llama.cpp's hatched), one panel per dtype. res[(dtype, set, label)]["tps"] holds the rounds."""
+    plt = pyplot(style=False)
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(7 * len(dtypes), 4.5), squeeze=False)
+    for ax, d in zip(axes[0], dtypes):
+        w = 0.8 / len(labels)
+        for i, l in enumerate(labels):
+            ys = [statistics.median(res[(d, s, l)]["tps"]) for s in sets]
+            ax.bar([x + i * w for x in range(len(sets))], ys, w, label=l,
+                   hatch="//" if l.startswith("llama") else None)
+        ax.set_xticks([x + 0.4 - w / 2 for x in range(len(sets))], list(sets))
+        ax.set_ylabel("decode tok/s (median)")
+        ax.set_title(f"{d.upper()}, {threads} threads")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"chart: {path}")
+
+
+def scaling_csv(lines, png):
+    import csv
+    scaling(list(csv.DictReader(lines)), png, title("LP strong scaling"))
+
+
 if __name__ == "__main__":
     kind, table, png = sys.argv[1], sys.argv[2], sys.argv[3]
     text = open(table).read().splitlines()
     {"real": real, "strategies": strategies, "forward": forward, "acceptance": acceptance, "demo": demo,
-     "batch": batch, "layouts": layouts}[kind](text, png)
+     "batch": batch, "layouts": layouts, "scaling": scaling_csv}[kind](text, png)

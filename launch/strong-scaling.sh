@@ -48,9 +48,8 @@
 # transport is NCCL / another MPI path; pass its latency with --latency-us (e.g. from a real run's dist counters).
 # On the GPU machine (one GPU) the measurement is MPI between two CPU processes on the same node.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SHARED=$(cd "$ROOT/.." && pwd)/shared
-BUILD=${LOOKAHEAD_BUILD:-$ROOT/build}
+LA_NAME=strong-scaling
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # ROOT, BUILD, SHARED, VENV, log
 LA=$BUILD/lookahead
 
 MODEL=$SHARED/models/stories260K
@@ -72,7 +71,6 @@ PLOT_CSV=""
 REUSE=0
 LAYOUTS=""
 die() { echo "strong-scaling.sh: $*" >&2; exit 2; }
-log() { echo "[strong-scaling] $*" >&2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) MODEL=$2; shift 2 ;;
@@ -105,197 +103,16 @@ done
 [ "$REAL" = auto ] || [ "$REAL" = no ] || die "--real must be auto or no"
 case "$OUTPNG" in *.png) OUTCSV=${OUTPNG%.png}.csv ;; *) OUTCSV=$OUTPNG.csv ;; esac
 
-# Python for the table and the plot: the setup venv's if it exists, else python3.
+# Python for the tables (launch/scaling.py) and the charts (launch/plot.py, which installs its pinned matplotlib on
+# first use): the setup venv's if it exists, else python3.
 pick_python() {
-  local v
-  v=$(cat "$BUILD/.venv-path" 2>/dev/null || true)
-  if [ -n "$v" ] && [ -x "$v/bin/python" ]; then
-    # the chart needs matplotlib: pinned, installed into the setup venv once (launch/plot.py pins the same)
-    "$v/bin/python" -c 'import matplotlib' 2>/dev/null || "$v/bin/python" -m pip install -q matplotlib==3.11.2 >&2 || true
-    echo "$v/bin/python"
-  else command -v python3; fi
+  if [ -x "$VENV/bin/python" ]; then echo "$VENV/bin/python"; else command -v python3; fi
 }
-
-ANALYZE=$(cat <<'PYEOF'
-import csv, json, math, os, sys
-mode = sys.argv[1]
-
-def draw(rows, png, title):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception as e:
-        print(f"PNG not written: matplotlib unavailable ({e}); the CSV holds the table", file=sys.stderr)
-        return False
-    styles = {"modelled": ("tab:blue", "o", "-"), "measured-seq": ("tab:gray", "s", ":"),
-              "measured-mpi": ("tab:red", "^", "--")}
-    labels = {"modelled": "modelled: K devices (slowest replica + latency)",
-              "measured-seq": "measured: simulation, K forwards in sequence on 1 device",
-              "measured-mpi": "measured: real K-rank MPI job on this machine (shared cores/GPU)"}
-    fig, ax = plt.subplots(1, 3, figsize=(16, 5.2))
-    for m in ["modelled", "measured-seq", "measured-mpi"]:
-        rs = sorted([r for r in rows if r["mode"] == m and r["tokens_per_s"] not in ("", None)],
-                    key=lambda r: int(r["K"]))
-        if not rs:
-            continue
-        c, mk, ls = styles[m]
-        ks = [int(r["K"]) for r in rs]
-        ax[0].plot(ks, [float(r["tokens_per_s"]) for r in rs], color=c, marker=mk, ls=ls, label=labels[m])
-        sp = [(int(r["K"]), float(r["speedup"])) for r in rs if r["speedup"] not in ("", "nan")]
-        if sp:
-            ax[1].plot([k for k, _ in sp], [v for _, v in sp], color=c, marker=mk, ls=ls, label=labels[m])
-        ax[2].plot(ks, [float(r["step_ms"]) for r in rs], color=c, marker=mk, ls=ls, label=labels[m])
-    allk = sorted({int(r["K"]) for r in rows})
-    ax[1].plot(allk, [1.0] * len(allk), color="black", lw=0.8, ls="-", alpha=0.5)
-    for a, t, y in [(ax[0], "tokens/s", "tokens / s"), (ax[1], "speedup over K=1 (same mode)", "speedup"),
-                    (ax[2], "time per step", "ms / step")]:
-        a.set_xscale("log", base=2)
-        a.set_xticks(allk)
-        a.set_xticklabels([str(k) for k in allk])
-        a.set_xlabel("K (ranks / replicas)")
-        a.set_ylabel(y)
-        a.set_title(t)
-        a.grid(True, alpha=0.3)
-    ax[2].set_yscale("log")
-    from matplotlib.ticker import FormatStrFormatter
-    ax[2].yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    lo, hi = ax[2].get_ylim()
-    if hi / lo < 8:  # within a decade: label the minor ticks too
-        ax[2].yaxis.set_minor_formatter(FormatStrFormatter("%g"))
-    h, l = ax[0].get_legend_handles_labels()
-    fig.legend(h, l, loc="lower center", ncol=3, fontsize=9, frameon=False)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-    fig.savefig(png, dpi=110)
-    print(f"PNG: {png}")
-    return True
-
-def table(rows):
-    cols = [("K", "K"), ("mode", "mode"), ("step_ms", "step ms"), ("S", "S"), ("tokens_per_s", "tokens/s"),
-            ("speedup", "speedup"), ("plan", "plan tok"), ("tokens_per_rank", "tok/rank"), ("note", "note")]
-    def fmt(k, v):
-        if v in ("", None):
-            return "-"
-        if k in ("step_ms", "tokens_per_s"):
-            v = float(v); return f"{v:.1f}" if v >= 10 else f"{v:.3f}"
-        if k in ("S", "speedup", "tokens_per_rank", "plan"):
-            return f"{float(v):.2f}"
-        return str(v)
-    cells = [[h for _, h in cols]] + [[fmt(k, r[k]) for k, _ in cols] for r in rows]
-    w = [max(len(c[i]) for c in cells) for i in range(len(cols))]
-    for j, c in enumerate(cells):
-        print("  ".join(c[i].ljust(w[i]) if i in (1, 8) else c[i].rjust(w[i]) for i in range(len(cols))).rstrip())
-        if j == 0:
-            print("  ".join("-" * x for x in w))
-
-if mode == "plot":
-    csvp, png = sys.argv[2], sys.argv[3]
-    rows = list(csv.DictReader(open(csvp)))
-    table(rows)
-    draw(rows, png, os.path.basename(csvp))
-    sys.exit(0)
-
-work, ks, cores, csvp, png, title = sys.argv[2], [int(k) for k in sys.argv[3].split(",")], int(sys.argv[4]), \
-    sys.argv[5], sys.argv[6], sys.argv[7]
-lat = float(sys.argv[8])
-gpus = int(sys.argv[9])
-device = sys.argv[10]
-
-def load(p):
-    try:
-        return json.load(open(p))
-    except Exception:
-        return None
-
-def ids(p):
-    try:
-        return [json.loads(l)["ids"] for l in open(p) if l.strip()]
-    except Exception:
-        return None
-
-def adaptive_note(st):  # adaptive drafting: the most chosen draft budget and the plain-step share
-    a = st.get("adaptive")
-    if not a or not a.get("steps"):
-        return ""
-    b, n = max(a["budget_hist"].items(), key=lambda kv: kv[1])
-    return f"; adaptive: budget {b} in {100 * n / a['steps']:.0f}% of steps, plain {100 * a['plain_fraction']:.0f}%"
-
-rows, ref, lossless, checked = [], None, True, []
-base = {}
-for k in ks:
-    sim = load(f"{work}/sim-{k}.json")
-    if sim and "simulation" in sim:
-        s, agg = sim["simulation"], sim["aggregate"]
-        S = agg["compression"]
-        for m, ms, tps in [("modelled", s["modelled_step_ms"], s["modelled_tokens_per_s"]),
-                           ("measured-seq", s["measured_step_ms"], s["measured_tokens_per_s"])]:
-            note = (f"max fwd {s['max_forward_ms_mean']:.1f} ms + L {s['collective_latency_us']:.0f} us"
-                    if m == "modelled" and k > 1 else ("K fwds in sequence" if m == "measured-seq" and k > 1 else ""))
-            if s.get("disagreements", 0):
-                note += f" DISAGREEMENTS {s['disagreements']}"
-            rows.append(dict(K=k, mode=m, step_ms=ms, S=S, tokens_per_s=tps, tokens_per_rank=s["mean_tokens_per_rank"],
-                             plan=agg["step_tokens_per_step"], note=note + adaptive_note(sim)))
-    real = load(f"{work}/real-{k}.json")
-    if real:
-        agg = real["aggregate"]
-        d = real.get("dist")
-        tpr = d["step_tokens"] / d["steps"] / k if d and d.get("steps") and "step_tokens" in d else \
-            (agg["step_tokens_per_step"] if k == 1 else "")
-        if k == 1:
-            note = "1 process"
-        else:
-            note = f"MPI {k} ranks"
-            if device == "cpu":
-                note += f", {cores} cores" + (" oversubscribed" if k > cores else " shared")
-            else:
-                note += f", share {gpus} GPU" if gpus < k else ""
-            if d:
-                note += f", step - max fwd {(d['run_s'] - d['max_forward_s']) / max(d['steps'], 1) * 1e3:.2f} ms"
-        rows.append(dict(K=k, mode="measured-mpi", step_ms=agg["seconds"] / max(agg["steps"], 1) * 1e3,
-                         S=agg["compression"], tokens_per_s=agg["tokens_per_s"], tokens_per_rank=tpr,
-                         plan=agg["step_tokens_per_step"], note=note + adaptive_note(real)))
-    else:
-        for what in ("skip", "failed"):
-            if os.path.exists(f"{work}/real-{k}.{what}"):
-                rows.append(dict(K=k, mode="measured-mpi", step_ms="", S="", tokens_per_s="", tokens_per_rank="", plan="",
-                                 note=("skipped: " if what == "skip" else "failed: ") +
-                                 open(f"{work}/real-{k}.{what}").read().strip()))
-    for name in (f"sim-{k}", f"real-{k}"):
-        if not os.path.exists(f"{work}/{name}.json"):  # no stats: the run did not finish
-            continue
-        o = ids(f"{work}/{name}.jsonl")
-        if o is None:
-            continue
-        if ref is None:
-            ref = (name, o)
-        same = o == ref[1]
-        lossless = lossless and same
-        checked.append(f"{name}{'' if same else ' DIFFERS'}")
-for r in rows:
-    b = [x for x in rows if x["mode"] == r["mode"] and x["K"] == min(ks) and x["tokens_per_s"] not in ("", 0)]
-    r["speedup"] = r["tokens_per_s"] / b[0]["tokens_per_s"] if b and r["tokens_per_s"] != "" else ""
-order = {"modelled": 0, "measured-seq": 1, "measured-mpi": 2}
-rows.sort(key=lambda r: (r["K"], order[r["mode"]]))
-with open(csvp, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=["K", "mode", "step_ms", "S", "tokens_per_s", "speedup", "plan", "tokens_per_rank",
-                                      "note"])
-    w.writeheader()
-    for r in rows:
-        w.writerow(r)
-print(title)
-table(rows)
-print(f"lossless: {'yes' if lossless and ref else 'no'} (every run's output ids vs {ref[0] if ref else '-'}: "
-      f"{', '.join(checked)})")
-print(f"CSV: {csvp}")
-draw(rows, png, title)
-sys.exit(0 if lossless and ref else 1)
-PYEOF
-)
+SCALING=$ROOT/launch/scaling.py
 
 if [ -n "$PLOT_CSV" ]; then
   PY=$(pick_python)
-  exec "$PY" -c "$ANALYZE" plot "$PLOT_CSV" "$OUTPNG"
+  exec "$PY" "$SCALING" plot "$PLOT_CSV" "$OUTPNG"
 fi
 
 # ---- setup ----
@@ -305,11 +122,6 @@ if [ ! -x "$LA" ]; then
 fi
 grep -q -- "--simulate-ranks" <<<"$("$LA" generate --help 2>&1)" || die "$LA has no --simulate-ranks (rebuild)"
 PY=$(pick_python)
-if ! "$PY" -c "import matplotlib" 2>/dev/null; then
-  log "installing matplotlib into $("$PY" -c 'import sys; print(sys.prefix)')"
-  "$PY" -m pip install -q --disable-pip-version-check matplotlib >/dev/null 2>&1 ||
-    log "could not install matplotlib: no PNG (the table and CSV are still written)"
-fi
 if [ -z "$WORK" ]; then WORK=$(mktemp -d /tmp/la-scaling-XXXXXX); fi
 mkdir -p "$WORK" "$(dirname "$OUTPNG")"
 # A private copy of the binary: a rebuild of build/lookahead during the runs cannot disturb them.
@@ -348,51 +160,7 @@ if [ -n "$LAYOUTS" ]; then
     t1=$(date +%s.%N)
     rows+=("${g}x$k $out $t0 $t1")
   done
-  "$PY" - "$WORK/layout-ref.jsonl" "$OUTCSV" "$W" "$CORES" "${rows[@]}" <<'PYEOF'
-import csv, json, re, sys
-ref_path, csv_path, world, cores = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-# The modelled job tokens/s of every layout, from rank 0's start-up line of each run (src/cli/layout_model.cpp:
-# the calibrated forward with the collective latency assumed there; groups of K > 1 with plain steps).
-modelled = {}
-def read_modelled(log):
-    for line in open(log, errors="replace"):
-        if "modelled job tokens/s by layout" in line:
-            for m in re.finditer(r"(\d+x\d+): (\d+(?:\.\d+)?)", line.split(": ", 1)[1]):
-                modelled.setdefault(m.group(1), float(m.group(2)))
-load = lambda p: [json.loads(l) for l in open(p) if l.strip()]
-ref = {json.dumps(r["id"]): r["ids"] for r in load(ref_path)}
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else float("nan")
-out = []
-print(f"layout sweep on {world} real rank(s) ({cores} core(s) here{'; oversubscribed' if world > cores else ''}):")
-print(f"{'layout':>7} {'job tok/s':>10} {'modelled':>9} {'job s':>8} {'p50 req s':>10} {'p95 req s':>10} {'S':>6}  lossless")
-for spec in sys.argv[5:]:
-    name, path, t0, t1 = spec.split()
-    read_modelled(path + ".log")
-    recs = load(path)
-    st = json.load(open(path + ".stats"))["aggregate"]
-    toks = sum(r["new_tokens"] for r in recs)
-    steps = sum(r["steps"] for r in recs)
-    job_s = st["seconds"]
-    lat = [r["seconds"] for r in recs]
-    same = {json.dumps(r["id"]): r["ids"] for r in recs} == ref
-    row = {"layout": name, "groups": name.split("x")[0], "ranks_per_group": name.split("x")[1],
-           "job_tokens_per_s": round(toks / job_s, 2) if job_s > 0 else "", "job_seconds": round(job_s, 3),
-           "p50_request_s": round(pct(lat, 0.5), 3), "p95_request_s": round(pct(lat, 0.95), 3),
-           "S": round(toks / steps, 3) if steps else "", "wall_with_startup_s": round(float(t1) - float(t0), 2),
-           "modelled_job_tokens_per_s": modelled.get(name, ""), "lossless": "yes" if same else "NO"}
-    out.append(row)
-    print(f"{name:>7} {row['job_tokens_per_s']:>10} {row['modelled_job_tokens_per_s']:>9} {row['job_seconds']:>8} {row['p50_request_s']:>10} "
-          f"{row['p95_request_s']:>10} {row['S']:>6}  {row['lossless']}")
-if out:
-    with open(csv_path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(out[0]))
-        w.writeheader()
-        w.writerows(out)
-    print(f"CSV: {csv_path}")
-sys.exit(0 if all(r["lossless"] == "yes" for r in out) else 1)
-PYEOF
+  "$PY" "$SCALING" layouts "$WORK/layout-ref.jsonl" "$OUTCSV" "$W" "$CORES" "${rows[@]}"
   rc=$?
   # The chart: measured and modelled job tokens/s per layout (launch/plot.py layouts).
   if [ $rc = 0 ] && [ -f "$OUTCSV" ] && [[ "$OUTPNG" == *.png ]]; then
@@ -405,19 +173,7 @@ log "work dir $WORK; model $MODEL ($DEVICE, $DTYPE), strategy $STRATEGY, $(wc -l
 # ---- collective latency ----
 if [ -n "$LATFROM" ]; then
   [ -z "$LATENCY" ] || die "give only one of --latency-us and --latency-from"
-  LATENCY=$("$PY" - "$LATFROM" <<'PYEOF'
-import json, sys
-best = None
-for f in sys.argv[1].split(","):
-    try:
-        d = json.load(open(f))["dist"]
-        v = (d["broadcast_s"] + d["forward_rank0_s"] + d["gather_wait_s"] - d["max_forward_s"]) / d["steps"] * 1e6
-    except Exception as e:
-        sys.exit(f"--latency-from {f}: not a --stats-json of a multi-rank job ({e!r})")
-    best = v if best is None else min(best, v)
-print(f"{best:.1f}")
-PYEOF
-) || die "--latency-from: no latency in '$LATFROM'"
+  LATENCY=$("$PY" "$SCALING" latency "$LATFROM") || die "--latency-from: no latency in '$LATFROM'"
   log "collective latency from $LATFROM: $LATENCY us per step"
 fi
 if [ -z "$LATENCY" ] && [ $REUSE = 1 ] && [ -s "$WORK/latency-us" ]; then LATENCY=$(cat "$WORK/latency-us"); fi
@@ -450,35 +206,7 @@ echo "$LATENCY" > "$WORK/latency-us"
 log "collective latency L = $LATENCY us per step"
 
 # ---- memory needed by K real replicas (weights + KV cache), to skip runs that cannot fit ----
-NEED=$("$PY" - "$MODEL" "$DTYPE" <<'PYEOF'
-import json, os, sys
-m, dt = sys.argv[1], sys.argv[2]
-presets = {"stories260k": (64, 172, 5, 8, 4, 512, 512, True), "llama2xs": (64, 192, 5, 8, 4, 512, 256, True),
-           "tinyllama-1.1b": (2048, 5632, 22, 32, 4, 32000, 2048, False),
-           "llama-2-7b": (4096, 11008, 32, 32, 32, 32000, 4096, False),
-           "smollm2-360m": (960, 2560, 32, 15, 5, 49152, 8192, True),
-           "llama-3.2-1b": (2048, 8192, 16, 32, 8, 128256, 131072, True),
-           "qwen2-0.5b": (896, 4864, 24, 14, 2, 151936, 32768, True)}
-rnd = m.startswith("random:")
-try:
-    if rnd:
-        h, i, l, nh, kv, v, mp, tied = presets[m[7:].split(":")[0].lower()]
-        hd = h // nh
-    else:
-        c = json.load(open(os.path.join(m, "config.json")))
-        h, i, l, nh = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"]
-        kv, v, mp = c.get("num_key_value_heads", nh), c["vocab_size"], c.get("max_position_embeddings", 2048)
-        tied, hd = c.get("tie_word_embeddings", False), c.get("head_dim") or h // nh
-except Exception:
-    print("0 0"); sys.exit()
-p = v * h * (1 if tied else 2) + l * (h * nh * hd * 2 + 2 * h * kv * hd + 3 * h * i + 2 * h) + h
-fused = l * (h * nh * hd + 2 * h * kv * hd + 2 * h * i)  # the loader keeps fused qkv and gate/up copies too
-b = {"fp32": 4, "fp16": 2, "bf16": 2}[dt]
-dev = (p + fused) * b + (mp + 256) * kv * hd * 2 * l * b
-host = p * 4 if rnd else 0  # random weights are drawn in fp32 on the host first
-print(int(dev), int(host))
-PYEOF
-)
+NEED=$("$PY" "$SCALING" need "$MODEL" "$DTYPE")
 read -r NEED_DEV NEED_HOST <<< "$NEED"
 real_skip_reason() {  # real_skip_reason K: prints why a K-rank real run is skipped (nothing: run it)
   local k=$1 mem_avail gpu_free=0
@@ -541,7 +269,7 @@ done
 TITLE="LP strong scaling: $(basename "$MODEL") ($DEVICE, $DTYPE), $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, L = $LATENCY us/step, $CORES cores${GPUS:+, $GPUS GPU}"
 [ "$GPUS" = 0 ] && TITLE="LP strong scaling: $(basename "$MODEL") ($DEVICE, $DTYPE), $STRATEGY, $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, L = $LATENCY us/step, $CORES cores"
 echo
-"$PY" -c "$ANALYZE" run "$WORK" "$KS" "$CORES" "$OUTCSV" "$OUTPNG" "$TITLE" "$LATENCY" "$GPUS" "$DEVICE" || STATUS=1
+"$PY" "$SCALING" run "$WORK" "$KS" "$CORES" "$OUTCSV" "$OUTPNG" "$TITLE" "$LATENCY" "$GPUS" "$DEVICE" || STATUS=1
 echo "(modelled: K devices, step = slowest replica's forward + L; measured-seq: the simulation's wall, K forwards"
 echo " in sequence on one device; measured-mpi: a real K-rank job on this machine. Speedup vs the same mode at K=1."
 echo " Work files: $WORK)"

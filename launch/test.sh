@@ -9,7 +9,8 @@
 #      tests skip with a message when no GPU is present).
 # Extra arguments go to the second ctest (e.g. `launch/test.sh -L model`, `-R Lossless`).
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=test
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # ROOT, BUILD, MODELS, ...
 cd "$ROOT"
 "$ROOT/launch/setup.sh" --test-deps || exit 1
 JOBS=$(getconf _NPROCESSORS_ONLN)

@@ -24,16 +24,20 @@ std::string resolve_model_path(const std::string& arg, const char* flag) {
   const std::string cache = models_cache_dir();
   const std::string cached = cache + "/" + arg;
   if (is_directory(cached) || file_exists(cached)) return cached;  // a directory, or a model file (.gguf)
+  // A bare name also finds NAME.gguf there (launch/setup.sh links the demo model's GGUF as
+  // SmolLM2-135M-Instruct.gguf); a directory of the same name comes first.
+  if (file_exists(cached + ".gguf")) return cached + ".gguf";
   std::vector<std::string> have;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(cache, ec))
-    if (e.is_directory(ec) && e.path().filename().string()[0] != '.') have.push_back(e.path().filename().string());
+    if ((e.is_directory(ec) || e.path().extension() == ".gguf") && e.path().filename().string()[0] != '.')
+      have.push_back(e.path().filename().string());
   std::sort(have.begin(), have.end());
   std::string list;
   for (const auto& h : have) list += (list.empty() ? "" : ", ") + h;
   fail(flag, " '", arg, "' not found: no directory './", arg, "' and no '", cached, "' (",
        have.empty() ? std::string("the model cache is empty") : "the model cache holds: " + list,
-       "; launch/setup.sh installs SmolLM2-135M-Instruct there)");
+       "; launch/setup.sh links SmolLM2-135M-Instruct.gguf there)");
 }
 
 }  // namespace la

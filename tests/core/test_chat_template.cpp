@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "lookahead/model/chat_template.h"
@@ -194,13 +195,19 @@ TEST(ModelPath, BareNameResolvesToTheCache) {
   std::filesystem::create_directories(d.dir / "models" / "Tiny");
   EXPECT_EQ(models_cache_dir(), d.path("models"));
   EXPECT_EQ(resolve_model_path("Tiny"), d.path("models") + "/Tiny");
+  // NAME.gguf in the cache: found by NAME.gguf and by the bare NAME; a directory NAME wins over NAME.gguf.
+  std::ofstream(d.dir / "models" / "Quant.gguf") << "GGUF";
+  std::ofstream(d.dir / "models" / "Tiny.gguf") << "GGUF";
+  EXPECT_EQ(resolve_model_path("Quant.gguf"), d.path("models") + "/Quant.gguf");
+  EXPECT_EQ(resolve_model_path("Quant"), d.path("models") + "/Quant.gguf");
+  EXPECT_EQ(resolve_model_path("Tiny"), d.path("models") + "/Tiny");
   EXPECT_EQ(resolve_model_path("random:tiny-gqa"), "random:tiny-gqa");
   EXPECT_EQ(resolve_model_path(d.dir.string()), d.dir.string());  // an existing directory is used as is
   EXPECT_EQ(resolve_model_path("no/such/dir"), "no/such/dir");     // a path: the loader names it
   const auto e = error_of([] { resolve_model_path("Missing-Model", "--draft-model"); });
   EXPECT_NE(e.find("--draft-model 'Missing-Model' not found"), std::string::npos) << e;
   EXPECT_NE(e.find(d.path("models") + "/Missing-Model"), std::string::npos) << e;
-  EXPECT_NE(e.find("holds: Tiny"), std::string::npos) << e;
+  EXPECT_NE(e.find("holds: Quant.gguf, Tiny, Tiny.gguf"), std::string::npos) << e;
   if (old) setenv("LOOKAHEAD_DEPS", saved.c_str(), 1);
   else unsetenv("LOOKAHEAD_DEPS");
 }

@@ -10,32 +10,11 @@
 # timeout: 300
 set -u
 BUILD=$1; SRC=$2; SHARED=$3
-BIN=$BUILD/lookahead
-M=$SHARED/models/stories260K
-P=$SHARED/datasets/tinystories/prompts.jsonl
-skip() { echo "SKIP: $*"; exit 77; }
-[ -x "$BIN" ] || skip "$BIN is not built"
-[ -d "$M" ] && [ -f "$P" ] || skip "shared models or prompts missing"
+source "$SRC/tests/scripts/lib.sh"  # need_model, test_tmp, ok/bad, wait_records, same_records
+need_model
 export OMP_NUM_THREADS=1
-T=$(mktemp -d)
-JOB=""
-cleanup() { [ -n "$JOB" ] && kill -9 "$JOB" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
-
-# same_ids A B N: the two JSONL files hold the same N records (id -> ids).
-same_ids() {
-  python3 - "$@" <<'PY'
-import json, sys
-def load(p):
-    return {json.dumps(r["id"]): r["ids"] for r in map(json.loads, filter(str.strip, open(p)))}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-sys.exit(0 if a == b and len(a) == int(sys.argv[3]) else 1)
-PY
-}
+test_tmp
+fails=0; n=0
 
 NP=60
 head -n $NP "$P" > "$T/p.jsonl"
@@ -56,22 +35,17 @@ kill_case() {
     2>"$T/err" || { bad "$name: the uninterrupted run failed"; tail -n 3 "$T/err"; return; }
   "$BIN" "${G[@]}" --input "$T/p.jsonl" "${extra[@]}" "$state" --output "$out" 2>"$T/err" &
   JOB=$!
-  local i
-  for ((i = 0; i < 600; i++)); do
-    [ "$(lines "$out")" -ge 4 ] && break
-    kill -0 "$JOB" 2>/dev/null || break
-    sleep 0.05
-  done
+  wait_records "$out" 4
   sleep 0.1  # into the next request
   if ! kill -9 "$JOB" 2>/dev/null; then bad "$name: the job ended before the kill"; JOB=""; return; fi
   wait "$JOB" 2>/dev/null; JOB=""
-  local n; n=$(lines "$out")
-  if [ "$n" -ge "$NP" ]; then bad "$name: the job finished before the kill"; return; fi
-  if [ ! -s "$state" ]; then bad "$name: killed after $n records: no state file"; return; fi
+  local nrec; nrec=$(lines "$out")
+  if [ "$nrec" -ge "$NP" ]; then bad "$name: the job finished before the kill"; return; fi
+  if [ ! -s "$state" ]; then bad "$name: killed after $nrec records: no state file"; return; fi
   # The state of exactly the first n requests, from an uninterrupted run of those alone. A kill that fell
   # between record n's write and its checkpoint (about a millisecond) leaves the state of n - 1.
   local k got=""
-  for k in "$n" $((n - 1)); do
+  for k in "$nrec" $((nrec - 1)); do
     head -n "$k" "$T/p.jsonl" > "$T/first.jsonl"
     rm -f "$T/first.state"
     "$BIN" "${G[@]}" --input "$T/first.jsonl" "${extra[@]}" "$T/first.state" --output "$T/first.out" --overwrite \
@@ -79,12 +53,12 @@ kill_case() {
       || { bad "$name: the run of the first $k prompts failed"; tail -n 3 "$T/err"; return; }
     if cmp -s "$state" "$T/first.state"; then got=$k; break; fi
   done
-  if [ "$got" = "$n" ]; then ok "$name: SIGKILL after $n of $NP records: the state file ($(stat -c %s "$state") bytes) is that of the $n finished requests"
-  elif [ -n "$got" ]; then ok "$name: SIGKILL after $n records, between the last record and its checkpoint: the state holds $got requests"
-  else bad "$name: SIGKILL after $n records: the state file is neither that of $n nor of $((n - 1)) requests"; fi
+  if [ "$got" = "$nrec" ]; then ok "$name: SIGKILL after $nrec of $NP records: the state file ($(stat -c %s "$state") bytes) is that of the $nrec finished requests"
+  elif [ -n "$got" ]; then ok "$name: SIGKILL after $nrec records, between the last record and its checkpoint: the state holds $got requests"
+  else bad "$name: SIGKILL after $nrec records: the state file is neither that of $nrec nor of $((nrec - 1)) requests"; fi
   "$BIN" "${G[@]}" --input "$T/p.jsonl" "${extra[@]}" "$state" --output "$out" --resume 2>"$T/err" \
     || { bad "$name: --resume with the saved state failed"; tail -n 3 "$T/err"; return; }
-  if same_ids "$T/$name.ref.jsonl" "$out" "$NP"; then ok "$name: --resume completed to the $NP records of the uninterrupted run"
+  if same_records "$T/$name.ref.jsonl" "$out" count="$NP" >/dev/null 2>&1; then ok "$name: --resume completed to the $NP records of the uninterrupted run"
   else bad "$name: the resumed records differ from the uninterrupted run"; fi
 }
 

@@ -22,7 +22,8 @@ set -u
 BUILD=$1; SRC=$2; SHARED=$3
 VENV=$(cat "$BUILD/.venv-path" 2>/dev/null || true)
 PY=${LOOKAHEAD_PY:-}
-for c in "$VENV/bin/python" "${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/torch-2.11.0/bin/python" python3; do
+TORCH_VENV=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/torch-$(sed -n 's/^torch==//p' "$SRC/launch/pins.txt")
+for c in "$VENV/bin/python" "$TORCH_VENV/bin/python" python3; do
   [ -z "$PY" ] && [ -x "$(command -v "$c" 2>/dev/null)" ] && "$c" -c "import gguf, safetensors" 2>/dev/null && PY=$c
 done
 if [ -z "$PY" ]; then echo "SKIP: no python with the gguf and safetensors packages (launch/setup.sh installs them)"; exit 77; fi

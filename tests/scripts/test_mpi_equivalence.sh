@@ -7,51 +7,23 @@
 # timeout: 1500
 set -u
 BUILD=$1; SRC=$2; SHARED=$3
-BIN=$BUILD/lookahead
-M=$SHARED/models/stories260K
-P=$SHARED/datasets/tinystories/prompts.jsonl
-skip() { echo "SKIP: $*"; exit 77; }
-[ -x "$BIN" ] || skip "$BIN is not built"
-[ -d "$M" ] && [ -f "$P" ] || skip "shared model or prompts missing ($M, $P)"
-command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed"
+source "$SRC/tests/scripts/lib.sh"  # need_*, test_tmp, same_records
+need_model
+need_mpi
 command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
 help=$("$BIN" generate --help 2>&1) || skip "lookahead generate --help failed"
 grep -q -- "--comm" <<<"$help" || skip "lookahead generate has no --comm option yet (distributed CLI not wired)"
-[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMP_NUM_THREADS=1
 
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT; trap 'exit 143' TERM INT HUP
+test_tmp
 awk 'NR % 150 == 1' "$P" | head -n 12 > "$T/prompts.jsonl"
 common=(generate --model "$M" --input "$T/prompts.jsonl" --max-new-tokens 40 --quiet --threads 1)
 fails=0
-
-# same_ids A B: every record of A has a record with the same id in B with the same ids, and vice versa.
-same_ids() {
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-def load(p):
-    recs = {}
-    for line in open(p):
-        if line.strip():
-            r = json.loads(line)
-            recs[json.dumps(r.get("id"))] = r["ids"]
-    return recs
-a, b = load(sys.argv[1]), load(sys.argv[2])
-if len(a) != 12 or set(a) != set(b):
-    print(f"    record sets differ: {len(a)} vs {len(b)} records"); sys.exit(1)
-bad = [k for k in a if a[k] != b[k]]
-for k in bad[:3]:
-    i = next((j for j, (x, y) in enumerate(zip(a[k], b[k])) if x != y), min(len(a[k]), len(b[k])))
-    print(f"    id {k}: first difference at token {i}: {a[k][i:i+5]} vs {b[k][i:i+5]}")
-sys.exit(1 if bad else 0)
-PY
-}
 
 check() {  # check NAME REF OUT RC LOG
   local name=$1 ref=$2 out=$3 rc=$4 log=$5
   if [ "$rc" != 0 ]; then
     echo "FAIL: $name: exit $rc"; tail -n 15 "$log" | sed 's/^/    /'; fails=$((fails + 1))
-  elif ! same_ids "$ref" "$out"; then
+  elif ! same_records "$ref" "$out" count=12; then
     echo "FAIL: $name: ids differ from the single-process run"; fails=$((fails + 1))
   else
     echo "ok: $name"

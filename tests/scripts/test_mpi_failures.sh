@@ -10,59 +10,24 @@
 # timeout: 600
 set -u
 BUILD=$1; SRC=$2; SHARED=$3
-BIN=$BUILD/lookahead
-M=$SHARED/models/stories260K
+source "$SRC/tests/scripts/lib.sh"  # need_*, test_tmp, rank_pid, wait_rank, within
+need_model
 M2=$SHARED/models/llama2xs
-P=$SHARED/datasets/tinystories/prompts.jsonl
 LIMIT=30
-skip() { echo "SKIP: $*"; exit 77; }
-[ -x "$BIN" ] || skip "$BIN is not built"
-[ -d "$M" ] && [ -f "$P" ] || skip "shared model or prompts missing"
-command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed"
-"$BIN" generate --help 2>&1 | grep -q -- "--comm" || skip "lookahead generate has no --comm option yet"
-[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMP_NUM_THREADS=1
+need_mpi
+need_flag --comm
 
-T=$(mktemp -d)
-JOB=""
-cleanup() {
-  [ -n "$JOB" ] && kill -9 "$JOB" 2>/dev/null
-  for p in $(rank_pids_any); do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT HUP
+test_tmp
 head -n 400 "$P" > "$T/many.jsonl"
 long=(generate --input "$T/many.jsonl" --max-new-tokens 200 --strategy lade --quiet --threads 1 --comm mpi)
 fails=0
-now() { date +%s.%N; }
-elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
-
-# Ranks of our jobs: processes whose command line holds this test's temp dir and whose environment holds the
-# rank Open MPI gave them.
-rank_pid() {
-  local r=$1 p pid
-  for p in /proc/[0-9]*; do
-    pid=${p#/proc/}
-    { tr '\0' '\n' < "$p/cmdline" | grep -qF -- "$T/"; } 2>/dev/null || continue
-    { tr '\0' '\n' < "$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$r"; } 2>/dev/null && { echo "$pid"; return 0; }
-  done
-  return 1
-}
-rank_pids_any() {
-  local p
-  for p in /proc/[0-9]*; do
-    { tr '\0' '\n' < "$p/cmdline" | grep -qF -- "$T/"; } 2>/dev/null || continue
-    { tr '\0' '\n' < "$p/environ" | grep -q "^OMPI_COMM_WORLD_RANK="; } 2>/dev/null && echo "${p#/proc/}"
-  done
-}
 
 # verdict NAME RC SECONDS NEEDLE: non-zero, within LIMIT, stderr matches NEEDLE (extended regex).
 verdict() {
   local name=$1 rc=$2 secs=$3 needle=$4
   if [ "$rc" = 0 ]; then
     echo "FAIL: $name: the job exited 0"; fails=$((fails + 1))
-  elif python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= $LIMIT else 1)" "$secs"; then
+  elif within "$secs" "$LIMIT"; then
     if grep -qE -- "$needle" "$T/err"; then
       echo "ok: $name: exit $rc after ${secs} s; $(grep -E -m1 -- "$needle" "$T/err" | head -c 160)"
     else
@@ -111,15 +76,10 @@ kill_mid_run() {
       --rank-timeout 5 >"$T/out" 2>"$T/err" &
   fi
   JOB=$!
-  local i pid=""
-  for ((i = 0; i < 600; i++)); do  # up to 60 s for startup and the first results
-    if [ -s "$out" ] && pid=$(rank_pid "$victim"); then break; fi
-    kill -0 "$JOB" 2>/dev/null || break
-    sleep 0.1
-  done
+  local pid; pid=$(wait_rank "$out" 1 "$victim")  # up to 60 s for startup and the first results
   if [ -z "$pid" ] || ! kill -0 "$JOB" 2>/dev/null; then
     echo "FAIL: $name: the job did not get going (rank $victim pid '${pid}')"; sed 's/^/    /' "$T/err" | tail
-    fails=$((fails + 1)); kill -9 "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null; JOB=""; return
+    fails=$((fails + 1)); stop_job; return
   fi
   sleep 0.5
   local t0; t0=$(now)

@@ -14,67 +14,18 @@
 # timeout: 1500
 set -u
 BUILD=$1; SRC=$2; SHARED=$3
-BIN=$BUILD/lookahead
-M=$SHARED/models/stories260K
-P=$SHARED/datasets/tinystories/prompts.jsonl
-skip() { echo "SKIP: $*"; exit 77; }
-[ -x "$BIN" ] || skip "$BIN is not built"
-[ -d "$M" ] && [ -f "$P" ] || skip "shared model or prompts missing ($M, $P)"
-command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed"
+source "$SRC/tests/scripts/lib.sh"  # need_*, test_tmp, ok/bad, same_records, rank_pid, wait_*
+need_model
+need_mpi
 command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
-"$BIN" generate --help 2>&1 | grep -q -- "--lp-size" || skip "lookahead generate has no --lp-size"
-[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMP_NUM_THREADS=1
+need_flag --lp-size
 # Which layouts (default all); GROUPS_QUICK=1: fp32 only, ar and trie (a quick local check).
 LAYOUTS=${GROUPS_LAYOUTS:-"2x1 1x2 4x1 2x2"}
 
-T=$(mktemp -d)
-JOB=""
-cleanup() {
-  [ -n "$JOB" ] && kill -9 "$JOB" 2>/dev/null
-  for p in $(rank_pids_any); do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT HUP
+test_tmp
 awk 'NR % 150 == 1' "$P" | head -n 12 > "$T/prompts.jsonl"
 MPI=(mpirun --oversubscribe --bind-to none)
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
-now() { date +%s.%N; }
-elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
-
-# same_ids REF OUT [partial]: OUT's records (valid JSONL: whole lines, no id twice) have the ids of REF's record
-# with the same id; without `partial` both hold the same set of ids.
-same_ids() {
-  python3 - "$@" <<'PY'
-import json, sys
-def load(p):
-    data = open(p, "rb").read()
-    if data and not data.endswith(b"\n"):
-        sys.exit("    the last line has no newline (a partial write)")
-    recs = {}
-    for line in data.decode().splitlines():
-        r = json.loads(line)
-        k = json.dumps(r["id"])
-        if k in recs:
-            sys.exit(f"    id {k} written twice")
-        recs[k] = r["ids"]
-    return recs
-a, b = load(sys.argv[1]), load(sys.argv[2])
-partial = len(sys.argv) > 3
-if not partial and set(a) != set(b):
-    sys.exit(f"    record sets differ: {len(a)} vs {len(b)} records; missing {sorted(set(a) - set(b))[:5]}")
-bad = [k for k in b if k not in a or a[k] != b[k]]
-for k in bad[:3]:
-    x, y = a.get(k, []), b[k]
-    i = next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
-    print(f"    id {k}: first difference at token {i}: {x[i:i+5]} vs {y[i:i+5]}")
-sys.exit(1 if bad else 0)
-PY
-}
+fails=0; n=0
 
 # layout_run NP K OUT ARGS...: one mpirun job of NP ranks as NP/K groups of K.
 layout_run() {
@@ -101,7 +52,7 @@ for dt in $dtypes; do
       rc=$?
       if [ $rc != 0 ]; then
         bad "$s $dt, $g group(s) of $k: exit $rc"; tail -n 8 "$T/log" | sed 's/^/    /'
-      elif why=$(same_ids "$ref" "$out" 2>&1); then
+      elif why=$(same_records "$ref" "$out" 2>&1); then
         ok "$s $dt, $g group(s) of $k: every record's ids equal one process's"
       else
         bad "$s $dt, $g group(s) of $k: $why"
@@ -114,7 +65,7 @@ timeout 300 "${MPI[@]}" -np 2 "$BIN" generate --model "$M" --input "$T/prompts.j
   --threads 1 --strategy ar --output "$T/auto.jsonl" >"$T/log" 2>&1
 rc=$?
 if [ $rc = 0 ] && grep -q "layout: 2 ranks as 2 group(s) of 1 (--lp-size auto" "$T/log" &&
-   same_ids "$T/ar.fp32.ref.jsonl" "$T/auto.jsonl" >/dev/null; then
+   same_records "$T/ar.fp32.ref.jsonl" "$T/auto.jsonl" >/dev/null; then
   ok "--lp-size auto with --input on 2 ranks: $(grep -m1 -o 'layout: .*' "$T/log")"
 else
   bad "--lp-size auto with --input: exit $rc"; tail -n 5 "$T/log" | sed 's/^/    /'
@@ -129,7 +80,7 @@ for sh in on off; do
   rc=$?
   learned=$(python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['counters']['trie_learned_requests']))" \
     "$T/share-$sh.json" 2>/dev/null)
-  if [ $rc = 0 ] && same_ids "$T/trie.fp32.ref.jsonl" "$T/share-$sh.jsonl" >/dev/null &&
+  if [ $rc = 0 ] && same_records "$T/trie.fp32.ref.jsonl" "$T/share-$sh.jsonl" >/dev/null &&
      { { [ "$sh" = on ] && [ "${learned:-0}" -gt 0 ]; } || { [ "$sh" = off ] && [ "${learned:-1}" = 0 ]; }; }; then
     ok "--share-drafts $sh on 2 groups of 1: rank 0's trie learned $learned request(s) of the other group; ids equal"
   else
@@ -152,28 +103,16 @@ interrupt() {
   LOOKAHEAD_BIN=$BIN LA_LAUNCH_QUIET=1 "$SRC/launch/mpirun.sh" -np "$np" "${S[@]}" --lp-size "$k" --comm mpi \
     --output "$out" --stop-grace 0.5 >"$T/out" 2>"$T/err" &
   JOB=$!
-  local i
-  for ((i = 0; i < 1200; i++)); do
-    [ "$(lines "$out")" -ge 5 ] && break
-    kill -0 "$JOB" 2>/dev/null || break
-    sleep 0.05
-  done
+  wait_records "$out" 5 1200
   if ! kill -0 "$JOB" 2>/dev/null; then
     bad "$name: the job ended before the signal"; tail -n 5 "$T/err" | sed 's/^/    /'; wait "$JOB"; JOB=""; return 1
   fi
-  local t0; t0=$(now)
-  kill -TERM "$JOB"
-  local waited=0
-  while kill -0 "$JOB" 2>/dev/null && [ $waited -lt 600 ]; do sleep 0.05; waited=$((waited + 1)); done
-  local t1; t1=$(now)
-  kill -9 "$JOB" 2>/dev/null
-  wait "$JOB"; local rc=$?
-  JOB=""
-  local secs; secs=$(elapsed "$t0" "$t1")
+  term_job "$JOB" 600
+  local rc=$JOB_RC secs=$JOB_SECS
   local got; got=$(lines "$out")
-  if [ "$rc" = 143 ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 10 else 1)" "$secs" &&
+  if [ "$rc" = 143 ] && within "$secs" 10 &&
      grep -q "interrupted by SIGTERM" "$T/err" && [ "$got" -lt $NP ] &&
-     why=$(same_ids "$T/s.ref.jsonl" "$out" partial 2>&1); then
+     why=$(same_records "$T/s.ref.jsonl" "$out" partial 2>&1); then
     ok "$name: status 143 after $secs s, $got of $NP records, valid and equal to one process's"
   else
     bad "$name: status $rc after $secs s, $got records ${why:-}"; tail -n 8 "$T/err" | sed 's/^/    /'
@@ -183,7 +122,7 @@ interrupt() {
 resume() {
   local name=$1 out=$2 flags=$3; shift 4
   # shellcheck disable=SC2086
-  if "$@" "${S[@]}" $flags --output "$out" --resume >"$T/log" 2>&1 && why=$(same_ids "$T/s.ref.jsonl" "$out" 2>&1); then
+  if "$@" "${S[@]}" $flags --output "$out" --resume >"$T/log" 2>&1 && why=$(same_records "$T/s.ref.jsonl" "$out" 2>&1); then
     ok "$name: --resume completes to the same $NP records"
   else
     bad "$name: ${why:-the --resume run failed}"; tail -n 8 "$T/log" | sed 's/^/    /'
@@ -201,11 +140,11 @@ t0=$(now)
 timeout 120 "${MPI[@]}" -np 2 "$BIN" generate --model "$M" --input "$T/prompts.jsonl" --max-new-tokens 8 \
   --lp-size 3 --comm mpi --output "$T/bad.jsonl" >"$T/out" 2>"$T/err"
 rc=$?
-n=$(grep -c "error: --lp-size 3 does not divide the job's 2 rank(s)" "$T/err")
-if [ $rc != 0 ] && [ $rc -lt 124 ] && [ "$n" = 1 ] && ! grep -q "loaded" "$T/err" && [ ! -s "$T/bad.jsonl" ]; then
+nerr=$(grep -c "error: --lp-size 3 does not divide the job's 2 rank(s)" "$T/err")
+if [ $rc != 0 ] && [ $rc -lt 124 ] && [ "$nerr" = 1 ] && ! grep -q "loaded" "$T/err" && [ ! -s "$T/bad.jsonl" ]; then
   ok "--lp-size 3 on 2 ranks: exit $rc after $(elapsed "$t0" "$(now)") s, one line: $(grep -m1 'error:' "$T/err")"
 else
-  bad "--lp-size 3 on 2 ranks: exit $rc, $n error line(s)"; sed 's/^/    /' "$T/err" | head -n 12
+  bad "--lp-size 3 on 2 ranks: exit $rc, $nerr error line(s)"; sed 's/^/    /' "$T/err" | head -n 12
 fi
 "$BIN" generate --model "$M" --prompt "Once" --lp-size 2 >"$T/out" 2>"$T/err"
 rc=$?
@@ -222,22 +161,6 @@ for v in 0 x -1; do
 done
 
 # 4. A dead or stuck rank ends the job, naming it; the records written so far stay valid.
-rank_pids_any() {
-  local p
-  for p in /proc/[0-9]*; do
-    { tr '\0' '\n' < "$p/cmdline" | grep -qF -- "$T/"; } 2>/dev/null || continue
-    { tr '\0' '\n' < "$p/environ" | grep -q "^OMPI_COMM_WORLD_RANK="; } 2>/dev/null && echo "${p#/proc/}"
-  done
-}
-rank_pid() {
-  local r=$1 p pid
-  for p in /proc/[0-9]*; do
-    pid=${p#/proc/}
-    { tr '\0' '\n' < "$p/cmdline" | grep -qF -- "$T/"; } 2>/dev/null || continue
-    { tr '\0' '\n' < "$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$r"; } 2>/dev/null && { echo "$pid"; return 0; }
-  done
-  return 1
-}
 # fail_mid_run NAME NP K SIGNAL VICTIM NEEDLE
 fail_mid_run() {
   local name=$1 np=$2 k=$3 sig=$4 victim=$5 needle=$6
@@ -246,15 +169,10 @@ fail_mid_run() {
   timeout 300 "${MPI[@]}" -np "$np" "$BIN" "${S[@]}" --lp-size "$k" --comm mpi --output "$out" --rank-timeout 5 \
     >"$T/out" 2>"$T/err" &
   JOB=$!
-  local i pid=""
-  for ((i = 0; i < 600; i++)); do
-    if [ "$(lines "$out")" -ge 3 ] && pid=$(rank_pid "$victim"); then break; fi
-    kill -0 "$JOB" 2>/dev/null || break
-    sleep 0.1
-  done
+  local pid; pid=$(wait_rank "$out" 3 "$victim")
   if [ -z "$pid" ] || ! kill -0 "$JOB" 2>/dev/null; then
     bad "$name: the job did not get going"; tail -n 5 "$T/err" | sed 's/^/    /'
-    kill -9 "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null; JOB=""; return
+    stop_job; return
   fi
   local t0; t0=$(now)
   kill "-$sig" "$pid"
@@ -263,8 +181,8 @@ fail_mid_run() {
   JOB=""
   [ "$sig" = STOP ] && kill -9 "$pid" 2>/dev/null
   local why=""
-  if [ $rc != 0 ] && [ $rc != 124 ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 30 else 1)" "$secs" &&
-     grep -qE -- "$needle" "$T/err" && why=$(same_ids "$T/s.ref.jsonl" "$out" partial 2>&1); then
+  if [ $rc != 0 ] && [ $rc != 124 ] && within "$secs" 30 &&
+     grep -qE -- "$needle" "$T/err" && why=$(same_records "$T/s.ref.jsonl" "$out" partial 2>&1); then
     ok "$name: exit $rc after $secs s, $(lines "$out") valid records; $(grep -E -m1 -- "$needle" "$T/err" | head -c 150)"
   else
     bad "$name: exit $rc after $secs s $why"; tail -n 10 "$T/err" | sed 's/^/    /'

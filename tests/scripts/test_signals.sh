@@ -14,27 +14,13 @@
 # timeout: 900
 set -u
 BUILD=$1; SRC=$2; SHARED=$3
-BIN=$BUILD/lookahead
-M=$SHARED/models/stories260K
-P=$SHARED/datasets/tinystories/prompts.jsonl
+source "$SRC/tests/scripts/lib.sh"  # expect_error, need_*, test_tmp, ok/bad, valid_jsonl, same_records, wait_records
+need_model
 LIMIT=5
-skip() { echo "SKIP: $*"; exit 77; }
-[ -x "$BIN" ] || skip "$BIN is not built"
-[ -d "$M" ] && [ -f "$P" ] || skip "shared model or prompts missing"
-"$BIN" generate --help 2>&1 | grep -q -- "--resume" || skip "lookahead generate has no --resume yet"
-[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMP_NUM_THREADS=1
-T=$(mktemp -d)
-JOB=""
-cleanup() { [ -n "$JOB" ] && kill -9 "$JOB" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+need_flag --resume
+mpi_env
+test_tmp
 fails=0; n=0
-source "$SRC/tests/scripts/lib.sh"  # expect_error
-ok() { n=$((n+1)); echo "ok: $*"; }
-bad() { n=$((n+1)); fails=$((fails+1)); echo "FAIL: $*"; }
-now() { date +%s.%N; }
-elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$2"; }
-lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
 
 NP=240  # with 80, a 2-rank job on a quiet machine (6000 tokens/s) finished before mpirun passed the signal on
 head -n $NP "$P" > "$T/p.jsonl"
@@ -49,28 +35,6 @@ G=(generate --model "$M" --input "$T/p.jsonl" --max-new-tokens 64 --strategy tri
 "$BIN" "${G[@]}" --output "$T/ref.jsonl" --quiet 2>"$T/err" || { cat "$T/err"; skip "the reference run failed"; }
 [ "$(lines "$T/ref.jsonl")" = $NP ] || bad "reference run wrote $(lines "$T/ref.jsonl") of $NP records"
 
-# valid_jsonl FILE: every line parses, the file ends with a newline, no id twice.
-valid_jsonl() {
-  python3 - "$1" <<'PY'
-import json, sys
-data = open(sys.argv[1], "rb").read()
-assert not data or data.endswith(b"\n"), "the last line has no newline (partial write)"
-ids = [json.dumps(json.loads(l)["id"]) for l in data.decode().splitlines()]
-assert len(ids) == len(set(ids)), "an id appears twice"
-PY
-}
-# same_records A B: the same record ids, each with the same generated ids.
-same_records() {
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-# By id: records are written in finishing order (--batch runs several requests at once), so a resumed run's order
-# differs from an uninterrupted one's; the ids of every record must not.
-a, b = ({json.dumps(r["id"]): r["ids"] for r in map(json.loads, open(p))} for p in sys.argv[1:3])
-if a != b:
-    bad = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    sys.exit(f"{len(a)} vs {len(b)} records; first differing ids: {bad[:5]}")
-PY
-}
 
 # interrupt NAME WANT_RC SIGNAL_TARGET OUT STATE -- command...: start the job, wait for >= 5 records, send SIGTERM to
 # the pid printed by SIGNAL_TARGET (a function of the job's pid), check the exit and the files.
@@ -79,28 +43,16 @@ interrupt() {
   rm -f "$out" "$state"
   "$@" >"$T/out" 2>"$T/err" &
   JOB=$!
-  local i
-  for ((i = 0; i < 600; i++)); do
-    [ "$(lines "$out")" -ge 5 ] && break
-    kill -0 "$JOB" 2>/dev/null || break
-    sleep 0.05
-  done
+  wait_records "$out" 5
   local pid; pid=$($target "$JOB")
   if ! kill -0 "$JOB" 2>/dev/null || [ -z "$pid" ]; then
     bad "$name: the job did not get going (or finished) before the signal"; sed 's/^/    /' "$T/err" | tail
-    kill -9 "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null; JOB=""; return 1
+    stop_job; return 1
   fi
-  local t0; t0=$(now)
-  kill -TERM "$pid"
-  local waited=0
-  while kill -0 "$JOB" 2>/dev/null && [ $waited -lt 300 ]; do sleep 0.05; waited=$((waited + 1)); done
-  local t1; t1=$(now)
-  kill -9 "$JOB" 2>/dev/null
-  wait "$JOB"; local rc=$?
-  JOB=""
-  local secs; secs=$(elapsed "$t0" "$t1")
+  term_job "$pid" 300 2
+  local rc=$JOB_RC secs=$JOB_SECS
   local got; got=$(lines "$out")
-  if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= $LIMIT else 1)" "$secs"; then
+  if within "$secs" "$LIMIT"; then
     ok "$name: exit after $secs s"
   else
     bad "$name: took $secs s (limit $LIMIT s)"
@@ -154,14 +106,7 @@ if command -v mpirun >/dev/null 2>&1; then
   resume "2 ranks (plain mpirun)" "$T/o3.jsonl" "$T/t3.bin" -- "${MPI[@]}" "$BIN" "${G[@]}" "${S3[@]}" --quiet
 
   # 4. Only rank 1 gets the signal: it reports it in its next reply and rank 0 stops the job cleanly.
-  rank1() {  # the rank-1 process of this test's job
-    local p pid
-    for p in /proc/[0-9]*; do
-      pid=${p#/proc/}
-      { tr '\0' '\n' < "$p/cmdline" | grep -qF -- "$T/o4.jsonl"; } 2>/dev/null || continue
-      { tr '\0' '\n' < "$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=1"; } 2>/dev/null && { echo "$pid"; return; }
-    done
-  }
+  rank1() { rank_pid 1; }  # the rank-1 process of this test's job (the only job running)
   S4=(--output "$T/o4.jsonl" --trie-state "$T/t4.bin" --comm mpi --lp-size 2)
   interrupt "2 ranks, SIGTERM to rank 1 only" nonzero rank1 "$T/o4.jsonl" "$T/t4.bin" -- \
     "${MPI[@]}" "$BIN" "${G[@]}" "${S4[@]}"
@@ -181,9 +126,9 @@ for ((i = 0; i < 1200; i++)); do [ "$(lines "$T/o5.jsonl")" -ge 1 ] && break; sl
 sleep 0.2; kill -INT "$JOB"; sleep 0.3
 if kill -0 "$JOB" 2>/dev/null; then
   t0=$(now); kill -INT "$JOB"; wait "$JOB"; rc=$?; t1=$(now); JOB=""
-  secs=$(elapsed "$t0" "$t1")
+  secs=$(elapsed "$t0" "$t1" 2)
   [ "$rc" = 130 ] && ok "SIGINT twice: status 130" || bad "SIGINT twice: status $rc, wanted 130"
-  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1 else 1)" "$secs" &&
+  within "$secs" 1 &&
     ok "second SIGINT: exit after $secs s" || bad "second SIGINT: took $secs s"
   why=$(valid_jsonl "$T/o5.jsonl" 2>&1) && ok "SIGINT twice: valid JSONL" || bad "SIGINT twice: invalid JSONL: $why"
 else

@@ -10,7 +10,7 @@ With --tiny-model it writes instead a tiny llama-architecture model (2 layers, h
 SentencePiece-style vocabulary of bytes and a few pieces, a ChatML template): the second seed of fuzz_gguf.
 
 Run with the venv python of launch/setup.sh (it has gguf 0.19):
-  PY=~/.cache/lookahead/torch-2.11.0/bin/python
+  PY=$(cat build/.venv-path)/bin/python
   $PY tests/core/data/make_gguf_fixture.py tests/core/data/gguf_fixture.gguf
   $PY tests/core/data/make_gguf_fixture.py --tiny-model tests/fuzz/gguf/tiny_llama.gguf
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU-side helpers of launch/gpu-bench.sh (run on the GPU machine with its own python3, torch and transformers).
+"""GPU-side helpers of launch/device/gpu-bench.sh (run on the GPU machine with its own python3, torch and transformers).
 
   hf_gpu_bench.py bandwidth                         device-to-device copy bandwidth (GB/s, bytes read + written)
   hf_gpu_bench.py floor --model random:NAME --ms-per-token X --bandwidth GBS

@@ -1,5 +1,5 @@
 // Replays greedy traces through a drafting strategy without a model: the acceptance benchmark's engine side
-// (launch/bench-acceptance.sh). A greedy trace is the model's argmax chain, so a draft node is accepted exactly when
+// (launch/bench/peers/bench-acceptance.sh). A greedy trace is the model's argmax chain, so a draft node is accepted exactly when
 // its root path equals the trace: no forward is needed to know what verification would accept.
 //
 //   la_replay_acceptance --input traces.jsonl --budget 16 --strategy suffix [--cold] [strategy flags...]

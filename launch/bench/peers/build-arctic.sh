@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds arctic-inference's suffix tree alone, for the acceptance benchmark (launch/bench-acceptance.sh), into
+# Builds arctic-inference's suffix tree alone, for the acceptance benchmark (launch/bench/peers/bench-acceptance.sh), into
 # ${LOOKAHEAD_DEPS:-~/.cache/lookahead}/arctic-inference-0.3.0 (never committed). Prints the directory to put on
 # PYTHONPATH and the python to run it with.
 #
@@ -10,11 +10,12 @@
 # torch just to produce metadata, and simulator.py imports transformers), `pip download` of the pinned sdist,
 # then CMake on csrc/suffix_decoding and the module _C copied next to cache.py.
 set -euo pipefail
-DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
-VER=0.3.0
+LA_NAME=build-arctic
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
+VER=$(la_pin arctic-inference | cut -d= -f3)
 D=$DEPS/arctic-inference-$VER
-TORCH_SITE=$DEPS/torch-2.11.0/lib/python3.11/site-packages
-PY=$DEPS/torch-2.11.0/bin/python
+PY=$DEPS/torch-$TORCH_VERSION/bin/python
+TORCH_SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" 2>/dev/null || true)
 if [ -f "$D/ok" ]; then echo "$D/src $D/venv/bin/python"; exit 0; fi
 [ -x "$PY" ] || { echo "build-arctic.sh: $PY missing (run launch/setup.sh first)" >&2; exit 1; }
 mkdir -p "$D"
@@ -24,7 +25,7 @@ step() { echo "[arctic] $*" >&2; }
 step "venv $D/venv"
 [ -x "$D/venv/bin/python" ] || "$PY" -m venv "$D/venv" >>"$log" 2>&1
 echo "$TORCH_SITE" >"$D/venv/lib/python3.11/site-packages/zz_torch_venv.pth"
-"$D/venv/bin/pip" install -q setuptools==65.5.0 wheel==0.48.0 nanobind==2.9.2 pandas==2.2.3 tqdm==4.67.1 \
+"$D/venv/bin/pip" install -q $(la_pin setuptools wheel nanobind pandas tqdm) \
   >>"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
 step "sdist arctic-inference==$VER"
 [ -f "$D/arctic_inference-$VER.tar.gz" ] ||

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a step of T tokens costs, and a PNG of it relative to T = 1 (launch/plot.py forward).
-#   launch/bench-forward.sh                         # SmolLM2-135M-Instruct, CPU, one thread, METRIC=wall
-#   METRIC=cpu launch/bench-forward.sh              # on a machine shared with other work
-#   MODEL=../shared/models/stories260K CONTEXT=128 launch/bench-forward.sh
+#   launch/bench/bench-forward.sh                         # SmolLM2-135M-Instruct, CPU, one thread, METRIC=wall
+#   METRIC=cpu launch/bench/bench-forward.sh              # on a machine shared with other work
+#   MODEL=../shared/models/stories260K CONTEXT=128 launch/bench/bench-forward.sh
 # METRIC=wall: `lookahead bench-forward --kernels both` (the default forward and the ATen reference on the same
 #   weights) RUNS times; the chart takes the fastest time per T (the least disturbed).
 # METRIC=cpu: wall time is meaningless on a loaded machine, so each T is timed on the decoding thread's CPU
@@ -12,7 +12,8 @@
 # Env: MODEL (SmolLM2-135M-Instruct), TOKENS (1,2,4,8,16,32,64), CONTEXT (256, wall only), RUNS (3, wall only),
 #      THREADS (1), METRIC (wall), OUT (build/): writes OUT/bench-forward.txt and OUT/step-cost.png.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=bench-forward
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 export ROOT
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
 OUT=${OUT:-$ROOT/build}
@@ -20,15 +21,15 @@ MODEL=${MODEL:-SmolLM2-135M-Instruct}
 TOKENS=${TOKENS:-1,2,4,8,16,32,64}
 mkdir -p "$OUT"
 {
-  echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F), metric ${METRIC:-wall}"
+  echo "$(la_machine), $(date -u +%F), metric ${METRIC:-wall}"
   if [ "${METRIC:-wall}" = cpu ]; then
-    python3 - "$MODEL" "$TOKENS" "${LOOKAHEAD_SHARED:-$ROOT/../shared}" "${THREADS:-1}" <<'PY'
+    python3 - "$MODEL" "$TOKENS" "$SHARED" "${THREADS:-1}" <<'PY'
 import os, sys, tempfile
-sys.path.insert(0, os.path.join(os.environ.get("ROOT", "."), "launch"))
+sys.path.insert(0, os.path.join(os.environ.get("ROOT", "."), "launch", "bench"))
 from bench_lib import prompts_file, run
 model, tokens, shared, threads = sys.argv[1], [int(t) for t in sys.argv[2].split(",")], sys.argv[3], sys.argv[4]
 tmp = tempfile.mkdtemp(prefix="la-stepcost-")
-p = prompts_file("cnn_dailymail", 1, tmp, shared)
+p = prompts_file("cnn-dm", 1, tmp, shared)
 ms = {}
 for k in ("on", "off"):
     for t in tokens:
@@ -52,5 +53,4 @@ PY
     done
   fi
 } | tee "$OUT/bench-forward.txt"
-PY=$(cat "$ROOT/build/.venv-path" 2>/dev/null || echo "${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/torch-2.11.0")/bin/python
-"$PY" "$ROOT/launch/plot.py" forward "$OUT/bench-forward.txt" "$OUT/step-cost.png"
+"$(la_python)" "$ROOT/launch/plot.py" forward "$OUT/bench-forward.txt" "$OUT/step-cost.png"

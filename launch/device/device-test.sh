@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The build-from-source fallback of launch/device-bundle.sh (prefer the bundle: it needs no build there).
+# The build-from-source fallback of launch/device/device-bundle.sh (prefer the bundle: it needs no build there).
 # Builds lookahead with CUDA on the GPU machine, runs the CUDA kernel tests (ctest label "kernels") and the
-# CUDA forward tests, then the GPU benchmarks (launch/gpu-bench.sh k b). Logs go to $OUT (the device runner's output folder) or to build/device-out.
+# CUDA forward tests, then the GPU benchmarks (launch/device/gpu-bench.sh k b). Logs go to $OUT (the device runner's output folder) or to build/device-out.
 #
-#   launch/device-test.sh [all|build|test|bench]...   # default: all (= build test bench)
+#   launch/device/device-test.sh [all|build|test|bench]...   # default: all (= build test bench)
 #
 # Stages can be run in separate calls (each device command is time-limited): the build dir is reused.
 # Environment: LOOKAHEAD_BUILD (default build/), LA_DEB_PREFIX (default /tmp/prefix), CMAKE_CUDA_ARCHITECTURES
@@ -16,7 +16,7 @@
 # CMAKE_PREFIX_PATH, PKG_CONFIG_PATH and LD_LIBRARY_PATH (and FindMPI through explicit hints).
 # Fill .debs once, on a networked machine of the same distribution (Debian 12 "bookworm"), with:
 #
-#   launch/device-test.sh --fill-debs
+#   launch/device/device-test.sh --fill-debs
 #
 # which runs, in .debs/:
 #   apt-get download $DEV $(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
@@ -24,7 +24,8 @@
 # with DEV, RT and BASE as defined below (about 40 MB: the -dev packages, their runtime libraries and
 # dependencies, without the toolchain and base system).
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=device-test
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 BUILD=${LOOKAHEAD_BUILD:-$ROOT/build}
 PREFIX=${LA_DEB_PREFIX:-/tmp/prefix}
 LOGS=${OUT:-$BUILD/device-out}
@@ -209,7 +210,7 @@ fi
 
 if want bench; then
   log "GPU benchmarks (log: $LOGS/bench.log)"
-  OUT=$LOGS LOOKAHEAD_BUILD=$BUILD LA_BUNDLE=/nonexistent bash "$ROOT/launch/gpu-bench.sh" k b >"$LOGS/bench.log" 2>&1
+  OUT=$LOGS LOOKAHEAD_BUILD=$BUILD LA_BUNDLE=/nonexistent bash "$ROOT/launch/device/gpu-bench.sh" k b >"$LOGS/bench.log" 2>&1
   rc=$?
   cat "$LOGS/bench.log"
   record bench $rc

@@ -1,5 +1,8 @@
-"""Body of launch/bench-batch.sh (its header says what it measures and how). Prints a table after every round."""
-import gzip, json, os, re, statistics, subprocess, sys, tempfile, time
+"""Body of launch/bench/peers/bench-batch.sh (its header says what it measures and how). Prints a table after every round."""
+import json, os, re, statistics, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import prompt_sets  # noqa: E402
 
 BIN, MODEL, SHARED = os.environ["LOOKAHEAD_BIN"], os.environ["MODEL"], os.environ["SHARED"]
 THREADS, N, ROUNDS, MAX_NEW = (int(os.environ[k]) for k in ("THREADS", "N", "ROUNDS", "MAX_NEW"))
@@ -8,19 +11,6 @@ SETS = [s for s in os.environ["SETS"].split(",") if s]
 DTYPE = {"f32": "fp32", "bf16": "bf16"}[os.environ["DTYPE"]]
 LLAMA_BIN, GGUF, CHART = os.environ.get("LLAMA_BIN", ""), os.environ.get("GGUF", ""), os.environ.get("CHART", "")
 ENGINES = [("plain", ["--strategy", "ar"]), ("draft", ["--strategy", "suffix"])]
-
-
-def load_set(name, d):
-    if name == "humaneval":
-        recs = [json.loads(l) for l in gzip.open(os.path.join(d, "humaneval/HumanEval.jsonl.gz"), "rt")]
-        return [{"id": r["task_id"], "prompt": r["prompt"]} for r in recs], False
-    if name == "gsm8k":
-        recs = [json.loads(l) for l in open(os.path.join(d, "gsm8k/test.jsonl"))]
-        return [{"id": f"gsm8k-{i}", "prompt": r["question"]} for i, r in enumerate(recs)], True
-    if name == "mt-bench":
-        recs = [json.loads(l) for l in open(os.path.join(d, "mt_bench/question.jsonl"))]
-        return [{"id": f"mt-{r['question_id']}", "prompt": r["turns"][0]} for r in recs], True
-    raise SystemExit(f"bench-batch: error: unknown set {name} (known: mt-bench, humaneval, gsm8k)")
 
 
 def ours(name, prompts, chat, batch, extra, tmp):
@@ -69,15 +59,14 @@ def spread(xs, f="{:.1f}"):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="bench-batch-")
-    d = os.path.join(SHARED, "datasets")
     sets = {}
-    for s in SETS:
-        recs, chat = load_set(s, d)
+    for s in prompt_sets.check(SETS):
+        recs = prompt_sets.load(s, N, SHARED)
         path = os.path.join(tmp, f"{s}.jsonl")
         with open(path, "w") as f:
-            for r in recs[:N]:
-                f.write(json.dumps(r) + "\n")
-        sets[s] = (path, chat)
+            for r in recs:
+                f.write(json.dumps({"id": r["id"], "prompt": r["text"]}) + "\n")
+        sets[s] = (path, all(r["kind"] == "chat" for r in recs))
     print(f"# bench-batch: {os.path.basename(MODEL)} {DTYPE}, {THREADS} threads, {N} prompts per set, {MAX_NEW} new "
           f"tokens, B = {BATCHES}, {ROUNDS} round(s); engine {BIN}; peer {LLAMA_BIN or 'none'}", flush=True)
     res = {}  # (set, B, engine) -> [run dicts]
@@ -138,7 +127,7 @@ def chart(res, sets):
                     lines.append(f"{s} {eng} {b} {statistics.median(r['tps'] for r in rs):.2f}")
     table = os.path.join(tempfile.mkdtemp(), "batch.txt")
     open(table, "w").write("\n".join(lines) + "\n")
-    subprocess.check_call([sys.executable, os.path.join(os.path.dirname(__file__), "plot.py"), "batch", table, CHART])
+    subprocess.check_call([sys.executable, os.path.join(os.path.dirname(__file__), "..", "..", "plot.py"), "batch", table, CHART])
 
 
 if __name__ == "__main__":

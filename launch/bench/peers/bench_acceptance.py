@@ -1,7 +1,7 @@
-"""Body of launch/bench-acceptance.sh: mean accepted draft tokens per step at equal budgets, on the same greedy
+"""Body of launch/bench/peers/bench-acceptance.sh: mean accepted draft tokens per step at equal budgets, on the same greedy
 traces, for our trie, suffix and prompt lookup (build/tests/la_replay_acceptance), arctic-inference's suffix tree
-(its own SuffixDecodingCache and simulator.py's suffix_decode, built by launch/build-arctic.sh) and llama.cpp's
-lookup decoding (its own llama-lookup binary run on the same prompt ids, built by launch/build-llamacpp.sh).
+(its own SuffixDecodingCache and simulator.py's suffix_decode, built by launch/bench/peers/build-arctic.sh) and llama.cpp's
+lookup decoding (its own llama-lookup binary run on the same prompt ids, built by launch/bench/peers/build-llamacpp.sh).
 
   python bench_acceptance.py LOOKAHEAD REPLAY MODEL SHARED OUT_DIR N MAX_NEW [THREADS]
   env LLAMA_BIN (dir with llama-lookup, llama-tokenize), LLAMA_GGUF (the model's F32 GGUF): unset = no llama rows
@@ -26,42 +26,23 @@ lookup decoding (its own llama-lookup binary run on the same prompt ids, built b
    requests, so it is not used.
 Prints a markdown table and writes OUT_DIR/acceptance.json.
 """
-import gzip, json, os, re, subprocess, sys
+import json, os, re, subprocess, sys
 
-CNN_MAX_CHARS = 4000
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import prompt_sets  # noqa: E402
+
+ALL_SETS = ("humaneval", "mbpp", "gsm8k", "mt-bench", "cnn-dm", "spec-bench")
 
 
 def load_sets(shared, n):
-    d = os.path.join(shared, "datasets")
-    chat = lambda t: {"messages": [{"role": "user", "content": t}]}
-    sets = {}
-    sets["humaneval"] = [{"prompt": json.loads(l)["prompt"]} for l in gzip.open(os.path.join(d, "humaneval/HumanEval.jsonl.gz"), "rt")][:n]
-    mb = []
-    for l in open(os.path.join(d, "mbpp/mbpp.jsonl")):
-        r = json.loads(l)
-        tests = "\n".join(r.get("test_list", [])[:1])
-        mb.append(chat(r["text"] + ("\nYour code should pass this test:\n" + tests if tests else "")))
-    sets["mbpp"] = mb[:n]
-    sets["gsm8k"] = [chat(json.loads(l)["question"]) for l in open(os.path.join(d, "gsm8k/test.jsonl"))][:n]
-    sets["mt-bench"] = [chat(json.loads(l)["turns"][0]) for l in open(os.path.join(d, "mt_bench/question.jsonl"))][:n]
-    cnn = []
-    for l in open(os.path.join(d, "cnn_dailymail/cnn_dailymail_0shot.jsonl")):
-        a = json.loads(l)["article"]
-        a = a.removeprefix("###\nArticle: ").split("\n\nSummarize the above article")[0].strip()
-        if len(a) <= CNN_MAX_CHARS:
-            cnn.append(chat("Summarize:\n" + a))
-        if len(cnn) == n:
-            break
-    sets["cnn-dm"] = cnn
-    # Spec-Bench's own categories (its first 80 questions are MT-Bench's): translation, summarization, qa,
-    # math_reasoning, rag (80 each, in that order), taken round-robin.
-    sb = [json.loads(l)["turns"][0] for l in open(os.path.join(d, "spec_bench/question.jsonl"))]
-    sets["spec-bench"] = [chat(sb[80 + 80 * (i % 5) + i // 5]) for i in range(n)]
-    only = [x for x in os.environ.get("SETS", "").split(",") if x]  # env SETS: a subset, e.g. "gsm8k,cnn-dm"
-    unknown = set(only) - set(sets)
-    if unknown:
-        raise SystemExit(f"bench-acceptance: unknown set(s) {sorted(unknown)}; known: {','.join(sets)}")
-    return {k: v for k, v in sets.items() if not only or k in only}
+    """{set: [engine input record without id]} (launch/prompt_sets.py); env SETS: a subset, e.g. "gsm8k,cnn-dm"."""
+    only = prompt_sets.check([x for x in os.environ.get("SETS", "").split(",") if x]) or ALL_SETS
+    out = {}
+    for name in ALL_SETS:
+        if name in only:
+            out[name] = [{k: v for k, v in prompt_sets.engine_record(p).items() if k != "id"}
+                         for p in prompt_sets.load(name, n, shared)]
+    return out
 
 
 def traces(lookahead, model, sets, out_dir, max_new, threads):

@@ -3,7 +3,7 @@
 and checks every run's ids against plain decoding. What the adaptive controller learns online (its acceptance
 model), measured offline. S and acceptance do not depend on the machine's load.
 
-  python3 launch/bench_budget_acceptance.py MODEL SHARED N_PER_SET MAX_NEW [extra lookahead flags...]
+  python3 launch/bench/bench_budget_acceptance.py MODEL SHARED N_PER_SET MAX_NEW [extra lookahead flags...]
   PLOT=1 also writes acceptance.png (launch/plot.py, with the torch venv's python) into OUT (default build/).
 Env: SETS (gsm8k,humaneval), BUDGETS (1,2,4,8,16,32), OUT (build).
 Budget flags: prompt lookup --pl-num-tokens b; trie --decoding-length b with --trie-capacity 2048 (the default
@@ -40,10 +40,10 @@ for ds in sets:
             print(line, flush=True)
 print("acc/step = accepted draft tokens per step; acc/draft = accepted / drafted tokens; S = new tokens / steps")
 if os.environ.get("PLOT") == "1":
-    out = os.environ.get("OUT", os.path.join(os.path.dirname(__file__), "..", "build"))
+    out = os.environ.get("OUT", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
     table = os.path.join(out, "acceptance.txt")
     with open(table, "w") as f:
         f.write("\n".join(lines) + "\n")
     py = os.environ.get("PLOT_PYTHON", sys.executable)
-    subprocess.run([py, os.path.join(os.path.dirname(__file__), "plot.py"), "acceptance", table,
+    subprocess.run([py, os.path.join(os.path.dirname(__file__), "..", "plot.py"), "acceptance", table,
                     os.path.join(out, "acceptance.png")], check=False)

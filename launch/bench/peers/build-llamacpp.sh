@@ -2,26 +2,25 @@
 # Builds the peer llama.cpp ONCE, CPU only, from the source vendored in the PyPI sdist llama-cpp-python==0.3.36
 # (llama.cpp ggml-org@0c1e57098), into ${LOOKAHEAD_DEPS:-~/.cache/lookahead}/llama.cpp-0.3.36/ (never into this
 # repository), and converts a Hugging Face model directory to F32 and BF16 GGUF with llama.cpp's own
-# convert_hf_to_gguf.py (its vendored gguf-py). launch/bench-peers.sh calls it; a second run finds everything and
+# convert_hf_to_gguf.py (its vendored gguf-py). launch/bench/peers/bench-peers.sh calls it; a second run finds everything and
 # does nothing.
-#   launch/build-llamacpp.sh                 # default model: $DEPS/models/SmolLM2-135M-Instruct
-#   launch/build-llamacpp.sh MODEL_DIR ...   # convert these model directories
+#   launch/bench/peers/build-llamacpp.sh                 # default model: $DEPS/models/SmolLM2-135M-Instruct
+#   launch/bench/peers/build-llamacpp.sh MODEL_DIR ...   # convert these model directories
 # Prints, as its last lines, `LLAMA_BIN=<dir with the tools>` and `GGUF_<MODEL>_<F32|BF16>=<path>` for the caller.
 # Env: LOOKAHEAD_DEPS, PY (python with torch+transformers: the project's torch venv), JOBS (build jobs, 2).
 # Why a script and not a submodule: the peer is a benchmark reference only; the project ships none of its code.
 set -euo pipefail
-VER=0.3.36
+LA_NAME=build-llamacpp
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
+VER=$(la_pin llama-cpp-python | cut -d= -f3)
 SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
-PY=${PY:-$DEPS/torch-2.11.0/bin/python}
+PY=${PY:-$VENV/bin/python}
 JOBS=${JOBS:-2}
 TOP=$DEPS/llama.cpp-$VER
 SRC=$TOP/src          # the vendored llama.cpp tree (also holds convert_hf_to_gguf.py and gguf-py)
 BLD=$TOP/build
 BIN=$TOP/bin          # only the tools the benchmark runs
 TOOLS=(llama-bench llama-batched-bench llama-completion llama-simple llama-lookup llama-lookahead llama-tokenize)
-log() { echo "[build-llamacpp] $*" >&2; }
-die() { echo "build-llamacpp: error: $*" >&2; exit 1; }
 
 [ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first, or set PY)"
 mkdir -p "$TOP"
@@ -70,7 +69,7 @@ have_all || die "tools missing in $BIN after the build"
 need_py() {  # module pip-spec
   "$PY" -c "import $1" 2>/dev/null || { log "installing $2 into $PY"; "$PY" -m pip install --quiet "$2"; }
 }
-[ $# -gt 0 ] || set -- "$DEPS/models/SmolLM2-135M-Instruct"
+[ $# -gt 0 ] || set -- "$LA_MODELS/SmolLM2-135M-Instruct"
 converter_ready=0
 for m in "$@"; do
   [ -f "$m/config.json" ] || die "model directory $m has no config.json"
@@ -81,9 +80,9 @@ for m in "$@"; do
     # Redone only when missing or older than the model's weights (a re-converted model directory).
     if [ ! -s "$out" ] || [ -n "$(find "$m" -maxdepth 1 -name '*.safetensors' -newer "$out")" ]; then
       if [ $converter_ready = 0 ]; then
-        need_py numpy "numpy~=2.2.6"; need_py yaml "pyyaml>=5.1"; need_py tqdm "tqdm>=4.27"
-        need_py requests "requests>=2.25"; need_py safetensors safetensors
-        need_py sentencepiece "sentencepiece==0.2.1"
+        need_py numpy "$(la_pin numpy)"; need_py yaml "$(la_pin pyyaml)"; need_py tqdm "$(la_pin tqdm)"
+        need_py requests "$(la_pin requests)"; need_py safetensors "$(la_pin safetensors)"
+        need_py sentencepiece "$(la_pin sentencepiece)"
         converter_ready=1
       fi
       log "converting $m to $out"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the GPU session measures, in one device call of at most 9 minutes (each part also alone):
 #
-#   launch/gpu-bench.sh [a] [b] [c] [d] [e] [k]  # default: a b c d e, in this order (k only when named)
+#   launch/device/gpu-bench.sh [a] [b] [c] [d] [e] [k]  # default: a b c d e, in this order (k only when named)
 #     a  kernel tests (test_kernels, then the CudaForward model tests), compute-sanitizer memcheck + racecheck on
 #        a short subset
 #     b  bench-forward --device cuda --dtype bf16 --kernels both at T = 1..256, contexts 256 and 1024, for
@@ -17,19 +17,20 @@
 #        reference (cat + SDPA with a boolean mask) with CUDA events, fp16 and bf16, at T = 1..256 and contexts 256
 #        and 1024 (and 4096 for llama-2-7b), for the tinyllama-1.1b and llama-2-7b shapes
 #
-# Binaries: the bundle (launch/device-bundle.sh; its run.sh sets the library path), else a build dir.
+# Binaries: the bundle (launch/device/device-bundle.sh; its run.sh sets the library path), else a build dir.
 #   LA_BUNDLE (default device-bundle/)  or  LOOKAHEAD_BUILD (a build dir with lookahead, tests/, bench_kernels)
 # Each part prints a table and writes it (and its logs) under $OUT when set (the device tool's output folder).
 # Part time limits (seconds): LA_T_A=150 LA_T_B=240 LA_T_D=150 LA_T_E=120 LA_T_K=240.
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=gpu-bench
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 BUNDLE=${LA_BUNDLE:-$ROOT/device-bundle}
 LOGS=${OUT:-$ROOT/gpu-bench-out}
 mkdir -p "$LOGS"
 SHARED=${LA_SHARED:-$ROOT/shared}
 [ -d "$SHARED/models" ] || SHARED=$ROOT/../shared
 PY=${PYTHON:-python3}
-HF="$PY $ROOT/launch/hf_gpu_bench.py"
+HF="$PY $ROOT/launch/device/hf_gpu_bench.py"
 export PYTHONUNBUFFERED=1
 log() { echo "[gpu-bench $(date +%H:%M:%S)] $*" >&2; }
 
@@ -40,7 +41,7 @@ else
   B=${LOOKAHEAD_BUILD:-$ROOT/build}
   LA=$B/lookahead; TK=$B/tests/test_kernels; TM=$B/tests/test_model; BK=$B/bench_kernels
 fi
-[ -x "$LA" ] || { log "no lookahead binary (bundle $BUNDLE or build dir): run launch/device-bundle.sh here first"; exit 1; }
+[ -x "$LA" ] || { log "no lookahead binary (bundle $BUNDLE or build dir): run launch/device/device-bundle.sh here first"; exit 1; }
 log "binaries: $LA; shared: $SHARED; output: $LOGS"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$LOGS/gpu.txt" 2>&1
 log "gpu: $(cat "$LOGS/gpu.txt")"

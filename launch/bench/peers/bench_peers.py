@@ -1,4 +1,4 @@
-"""Body of launch/bench-peers.sh: our engine against llama.cpp (built by launch/build-llamacpp.sh) on the same
+"""Body of launch/bench/peers/bench-peers.sh: our engine against llama.cpp (built by launch/bench/peers/build-llamacpp.sh) on the same
 weights, prompts and thread count, in one run, rounds interleaved.
 
   python bench_peers.py            (everything comes from the environment that bench-peers.sh sets)
@@ -14,7 +14,10 @@ with transformers (the chat template for the chat sets) and tokenized there: our
 that it makes the same ids of it. Reported per row: decode tokens/s (prefill excluded) min/median/max over rounds,
 tokens per forward (S), ours / llama.cpp (medians), and whether the generated text equals the peer's plain decoding.
 """
-import gzip, json, os, re, statistics, subprocess, sys, tempfile, time
+import json, os, re, statistics, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import prompt_sets  # noqa: E402
 
 E = os.environ
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -27,33 +30,20 @@ N = int(E.get("N", "2"))
 ROUNDS = int(E.get("ROUNDS", "3"))
 MAX_NEW = int(E.get("MAX_NEW", "128"))
 STREAM = E["STREAM_BIN"]
-GGUF = {"f32": E["GGUF_F32"], "bf16": E["GGUF_BF16"]}
 DTYPES = [d for d in E.get("DTYPES", "f32,bf16").split(",") if d]
+GGUF = {d: E[f"GGUF_{d.upper()}"] for d in DTYPES}  # llama.cpp's file per weight type: GGUF_F32, GGUF_BF16, ...
+# OURS_GGUF=1: our engine serves the same GGUF file as llama.cpp (`--model FILE.gguf`, quantized weights kept
+# quantized), e.g. Gemma-3-270M's Q4_K_M as downloaded; MODEL is then that file (its tokenizer via transformers).
+# Otherwise our engine loads MODEL (a Hugging Face directory) at --dtype and llama.cpp a GGUF converted from it.
+OURS_GGUF = E.get("OURS_GGUF", "0") == "1"
 SETS = [s for s in E.get("SETS", "humaneval,mbpp,gsm8k,mt-bench").split(",") if s]
 CTX = 2048
 
 
 def load_sets():
-    d = os.path.join(SHARED, "datasets")
-    out = {}
-    if "humaneval" in SETS:  # raw code prompts (no template)
-        out["humaneval"] = [("raw", json.loads(l)["prompt"])
-                            for l in gzip.open(os.path.join(d, "humaneval/HumanEval.jsonl.gz"), "rt")][:N]
-    if "mbpp" in SETS:  # raw: the task and its first test in a docstring, the model writes the function
-        mb = []
-        for l in open(os.path.join(d, "mbpp/mbpp.jsonl")):
-            r = json.loads(l)
-            mb.append(("raw", f'"""\n{r["text"]}\n{r["test_list"][0]}\n"""\n'))
-        out["mbpp"] = mb[:N]
-    if "gsm8k" in SETS:
-        out["gsm8k"] = [("chat", json.loads(l)["question"]) for l in open(os.path.join(d, "gsm8k/test.jsonl"))][:N]
-    if "mt-bench" in SETS:
-        out["mt-bench"] = [("chat", json.loads(l)["turns"][0])
-                           for l in open(os.path.join(d, "mt_bench/question.jsonl"))][:N]
-    unknown = set(SETS) - set(out)
-    if unknown:
-        raise SystemExit(f"bench-peers: error: unknown set(s) {sorted(unknown)}; known: humaneval,mbpp,gsm8k,mt-bench")
-    return out
+    """{set: [(kind, text)]} of SETS (launch/prompt_sets.py)."""
+    return {name: [(p["kind"], p["text"]) for p in prompt_sets.load(name, N, SHARED)]
+            for name in prompt_sets.check(SETS)}
 
 
 def render(tok, kind, text):
@@ -61,7 +51,12 @@ def render(tok, kind, text):
     if kind == "chat":
         text = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                        tokenize=False)
-        return text, tok(text, add_special_tokens=False)["input_ids"]
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        # a tokenizer that starts every text with BOS (Gemma) gets it here too, as llama.cpp adds it to the text
+        bos = tok.bos_token_id
+        if bos is not None and tok("x")["input_ids"][:1] == [bos] and ids[:1] != [bos]:
+            ids = [bos] + ids
+        return text, ids
     return text, tok(text)["input_ids"]  # the tokenizer's own special-token convention (BOS if it adds one)
 
 
@@ -160,9 +155,11 @@ def run_ours(label, dtype, prompts, tmp):
         for i, (_t, ids) in enumerate(prompts):
             f.write(json.dumps({"id": str(i), "prompt_ids": ids}) + "\n")
     out, st = os.path.join(tmp, "ours.out.jsonl"), os.path.join(tmp, "ours.stats.json")
-    cmd = [BIN, "generate", "--model", MODEL, "--input", inp, "--output", out, "--overwrite", "--quiet",
+    weights = ["--model", GGUF[dtype]] if OURS_GGUF else \
+        ["--model", MODEL, "--dtype", "bf16" if dtype == "bf16" else "fp32"]
+    cmd = [BIN, "generate", *weights, "--input", inp, "--output", out, "--overwrite", "--quiet",
            "--max-new-tokens", str(MAX_NEW), "--strategy", strat, "--stats-json", st, "--threads", str(THREADS),
-           "--dtype", "bf16" if dtype == "bf16" else "fp32", "--batch", "1", *extra]  # one at a time, as the peer
+           "--batch", "1", *extra]  # one at a time, as the peer
     sh(cmd)
     a = json.load(open(st))["aggregate"]
     recs = sorted((json.loads(l) for l in open(out)), key=lambda r: int(r["id"]))
@@ -206,11 +203,41 @@ def fmt3(xs, f="{:.1f}"):
     return f"{f.format(md)} [{f.format(lo)}-{f.format(hi)}]"
 
 
-def main():
+def tokenizer():
+    """transformers' tokenizer of MODEL: a directory, or a GGUF file (converted once by transformers and kept in
+    $LOOKAHEAD_DEPS/bench-peers/tokenizer-<file>: a 262k vocabulary takes a while)."""
     from transformers import AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(MODEL)
-    eos = json.load(open(os.path.join(MODEL, "generation_config.json"))).get("eos_token_id", [])
-    eos = eos if isinstance(eos, list) else [eos]
+    if not MODEL.endswith(".gguf"):
+        return AutoTokenizer.from_pretrained(MODEL)
+    cache = os.path.join(os.path.dirname(STREAM), "tokenizer-" + os.path.basename(MODEL)[:-5])
+    stamp = f"{os.path.getsize(MODEL)} {os.path.getmtime(MODEL)}"
+    if not (os.path.exists(os.path.join(cache, "STAMP")) and open(os.path.join(cache, "STAMP")).read() == stamp):
+        tok = AutoTokenizer.from_pretrained(os.path.dirname(MODEL), gguf_file=os.path.basename(MODEL))
+        if not tok.chat_template and "<start_of_turn>" in tok.get_vocab():
+            # Gemma-3-270M's GGUF carries no tokenizer.chat_template (and so transformers has none): Gemma's own
+            # turn format, as its template writes it; BOS is left to the tokenizer (render), as llama.cpp adds it.
+            tok.chat_template = ("{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' "
+                                 "else m['role'] }}\n{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+                                 "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+        tok.save_pretrained(cache)
+        open(os.path.join(cache, "STAMP"), "w").write(stamp)
+    return AutoTokenizer.from_pretrained(cache)
+
+
+def eos_ids(tok):
+    """The ids that end generation: generation_config.json's, or for a GGUF the tokenizer's eos and <end_of_turn>
+    (the end-of-turn token both engines stop at for Gemma)."""
+    gc = os.path.join(MODEL, "generation_config.json")
+    if os.path.isfile(gc):
+        eos = json.load(open(gc)).get("eos_token_id", [])
+        return eos if isinstance(eos, list) else [eos]
+    eot = tok.convert_tokens_to_ids("<end_of_turn>")
+    return [tok.eos_token_id] + ([eot] if isinstance(eot, int) and eot != tok.unk_token_id else [])
+
+
+def main():
+    tok = tokenizer()
+    eos = eos_ids(tok)
     eos_texts = [tok.convert_ids_to_tokens(e) for e in eos]
     tmp = tempfile.mkdtemp(prefix="la-bench-peers-")
     sets = {name: [render(tok, k, t) for k, t in items] for name, items in load_sets().items()}
@@ -224,8 +251,11 @@ def main():
             print(f"WARNING: {name}: llama.cpp tokenizes {len(prompts) - ok} prompt(s) differently from transformers",
                   flush=True)
 
-    elems = weight_elems(MODEL)
-    wbytes = {"f32": 4 * elems, "bf16": 2 * elems}
+    if OURS_GGUF:  # the file's bytes (tensor data plus a small header) are what a token streams
+        wbytes = {d: os.path.getsize(GGUF[d]) for d in DTYPES}
+    else:
+        elems = weight_elems(MODEL)
+        wbytes = {"f32": 4 * elems, "bf16": 2 * elems}
     configs = [("plain", "llama-completion"), ("plain", "ours ar"),
                ("lookup", "llama-lookup"), ("lookup", "llama-lookup n10"),
                ("lookup", "ours prompt-lookup fixed"), ("lookup", "ours prompt-lookup"),
@@ -236,7 +266,7 @@ def main():
     t_start = time.time()
 
     def report():  # the tables so far: printed after every round, so a cut run still leaves numbers
-        print(f"\nmodel {MODEL}; {THREADS} threads both engines; {N} prompt(s) per set, {MAX_NEW} new tokens, greedy; "
+        print(f"\nmodel {MODEL}{' (both engines serve the GGUF file)' if OURS_GGUF else ''}; {THREADS} threads both engines; {N} prompt(s) per set, {MAX_NEW} new tokens, greedy; "
               f"{len(bw)} of {ROUNDS} interleaved rounds: median [min-max]; prompt ids llama.cpp == transformers: "
               + ", ".join(f"{k} {v}" for k, v in ids_ok.items()))
         if PROMPT_MISMATCH:
@@ -323,25 +353,10 @@ def main():
         make_chart(chart, res, sets, configs)
 
 
-def make_chart(path, res, sets, configs):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(DTYPES), figsize=(7 * len(DTYPES), 4.5), squeeze=False)
-    labels = [l for _g, l in configs]
-    for ax, d in zip(axes[0], DTYPES):
-        w = 0.8 / len(labels)
-        for i, l in enumerate(labels):
-            ys = [statistics.median(res[(d, s, l)]["tps"]) for s in sets]
-            ax.bar([x + i * w for x in range(len(sets))], ys, w, label=l,
-                   hatch="//" if l.startswith("llama") else None)
-        ax.set_xticks([x + 0.4 - w / 2 for x in range(len(sets))], list(sets))
-        ax.set_ylabel("decode tok/s (median)")
-        ax.set_title(f"{d.upper()}, {THREADS} threads")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"chart: {path}")
+def make_chart(path, res, sets, configs):  # launch/plot.py draws it (pinned matplotlib installed on first use)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    import plot
+    plot.peers(path, res, list(sets), [l for _g, l in configs], DTYPES, THREADS)
 
 
 if __name__ == "__main__":

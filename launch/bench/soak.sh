@@ -10,13 +10,13 @@
 # malloc is tuned for the measurement (GLIBC_TUNABLES, unless set): blocks >= 64 KiB are mmapped and the heap top
 # is trimmed past 128 KiB, so freed per-step buffers go back to the OS and VmRSS follows live memory instead of
 # malloc's cache of free blocks (with the default malloc VmRSS wanders by about 1 MB between marks, no trend).
-#   launch/soak.sh [N]          env: MAX_NEW (default 16), STRATEGIES ("trie lade ouroboros"), OUT (a folder to
+#   launch/bench/soak.sh [N]          env: MAX_NEW (default 16), STRATEGIES ("trie lade ouroboros"), OUT (a folder to
 #                               keep the logs; default: a temporary one), SLACK_KB
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=soak
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 "$ROOT/launch/setup.sh" >/dev/null
-BIN=$ROOT/build/lookahead
-SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
+BIN=$BUILD/lookahead
 N=${1:-1000}
 MAX_NEW=${MAX_NEW:-16}
 STRATEGIES=${STRATEGIES:-trie lade ouroboros}

@@ -1,6 +1,6 @@
 """fp16/bf16 versus fp32: where greedy outputs first diverge (plain decoding and LADE), per prompt.
 
-Usage: python3 launch/bench_dtype.py SHARED [N_PROMPTS] [MAX_NEW] [--device cuda]
+Usage: python3 launch/bench/bench_dtype.py SHARED [N_PROMPTS] [MAX_NEW] [--device cuda]
 Lossless is exact in fp32. In half precision the forward itself rounds differently from fp32, and a tree step
 rounds differently from a chain step, so outputs may drift; this prints where.
 """

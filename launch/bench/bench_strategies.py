@@ -1,4 +1,4 @@
-"""Body of launch/bench.sh: every strategy, fixed (--adaptive off) and adaptive (--adaptive on, rows "+a"), on the
+"""Body of launch/bench/bench.sh: every strategy, fixed (--adaptive off) and adaptive (--adaptive on, rows "+a"), on the
 shared models and four prompt sets, one table.
 
 Timings on a shared machine are noisy, so tokens/s is per CPU-second of the decoding thread by default (METRIC=cpu,
@@ -6,7 +6,7 @@ with --threads 1; METRIC=wall for wall-clock seconds on a quiet machine) and the
 (model, prompt set) block once in turn; a strategy's ratio to plain decoding is the median over rounds of
 (its tokens/s / plain decoding's tokens/s in the same round), and tok/s is the median tokens/s.
 Models: stories260K and llama2xs (llama2xs has 256 positions: only the short prompt sets), plus any
-BENCH_MODELS="label=path[,label=path]" (launch/bench.sh adds SmolLM2-135M-Instruct when setup.sh has converted it),
+BENCH_MODELS="label=path[,label=path]" (launch/bench/bench.sh adds SmolLM2-135M-Instruct when setup.sh has converted it),
 STRATEGIES="trie+a,..." to run only some rows."""
 import os, statistics, sys, tempfile
 sys.path.insert(0, os.path.dirname(__file__))
@@ -28,9 +28,9 @@ for spec in filter(None, os.environ.get("BENCH_MODELS", "").split(",")):
     label, path = spec.split("=", 1)
     models.append((label, path, 2048))
 only_models = set(filter(None, os.environ.get("MODELS", "").split(",")))
-sets = [("tinystories", n_st), ("gsm8k", n_other), ("humaneval", n_other), ("cnn_dailymail", n_other)]
+sets = [("tinystories", n_st), ("gsm8k", n_other), ("humaneval", n_other), ("cnn-dm", n_other)]
 only_sets = set(filter(None, os.environ.get("SETS", "").split(",")))
-long_sets = {"humaneval", "cnn_dailymail"}  # 300-650 characters: need more than 256 positions
+long_sets = {"humaneval", "cnn-dm"}  # 300-650 characters: need more than 256 positions
 W5 = ["--window", "5", "--ngram", "4", "--guesses", "5"]
 OFF, ON = ["--adaptive", "off"], ["--adaptive", "on"]
 # (label, strategy, options): defaults, a small LADE window that suits a CPU, each fixed and adaptive

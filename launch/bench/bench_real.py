@@ -1,4 +1,4 @@
-"""Body of launch/bench-real.sh: SmolLM2-135M-Instruct (fp32, CPU) on real tasks, every strategy, and Hugging Face
+"""Body of launch/bench/bench-real.sh: SmolLM2-135M-Instruct (fp32, CPU) on real tasks, every strategy, and Hugging Face
 transformers on the same prompt ids and weights, in one run.
 
   python bench_real.py MODEL_DIR SHARED N_PER_SET MAX_NEW [extra lookahead flags...]
@@ -10,30 +10,15 @@ both engines as the same ids ("prompt_ids"). For transformers: greedy generate()
 (prompt_lookup_num_tokens=10), timed per prompt (prefill included: compare with the engine's e2e column),
 and whether their ids equal the engine's plain decoding.
 """
-import gzip, json, os, sys, tempfile, time
+import json, os, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_lib import run  # noqa: E402
-
-CNN_MAX_CHARS = 4000
-
+from bench_lib import run, prompt_sets  # noqa: E402
 
 def load_sets(shared, n):
-    d = os.path.join(shared, "datasets")
-    sets = {}
-    sets["mt-bench"] = [("chat", json.loads(l)["turns"][0]) for l in open(os.path.join(d, "mt_bench/question.jsonl"))][:n]
-    sets["humaneval"] = [("raw", json.loads(l)["prompt"]) for l in gzip.open(os.path.join(d, "humaneval/HumanEval.jsonl.gz"), "rt")][:n]
-    sets["gsm8k"] = [("chat", json.loads(l)["question"]) for l in open(os.path.join(d, "gsm8k/test.jsonl"))][:n]
-    cnn = []
-    for l in open(os.path.join(d, "cnn_dailymail/cnn_dailymail_0shot.jsonl")):
-        a = json.loads(l)["article"]
-        a = a.removeprefix("###\nArticle: ").split("\n\nSummarize the above article")[0].strip()
-        if len(a) <= CNN_MAX_CHARS:
-            cnn.append(("chat", "Summarize:\n" + a))
-        if len(cnn) == n:
-            break
-    sets["cnn-dm"] = cnn
-    return sets
+    """{set: [(kind, text)]} of the sets above (launch/prompt_sets.py)."""
+    return {name: [(p["kind"], p["text"]) for p in prompt_sets.load(name, n, shared)]
+            for name in ("mt-bench", "humaneval", "gsm8k", "cnn-dm")}
 
 
 def tokenize(tok, kind, text):

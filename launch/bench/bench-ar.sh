@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Plain autoregressive decoding speed on this machine's CPU: tokens/s for ../shared/models/stories260K and for
 # random:tinyllama-1.1b (dummy weights at the real 1.1B shape, fp32; a handful of tokens), printed as a table.
-#   launch/bench-ar.sh [--device cuda --dtype fp16]
+#   launch/bench/bench-ar.sh [--device cuda --dtype fp16]
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=bench-ar
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 "$ROOT/launch/setup.sh" >/dev/null
-BIN=$ROOT/build/lookahead
-SHARED=${LOOKAHEAD_SHARED:-$ROOT/../shared}
+BIN=$BUILD/lookahead
 EXTRA=("$@")
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 head -n 4 "$SHARED/datasets/tinystories/prompts.jsonl" > "$T/p4.jsonl"

@@ -8,9 +8,9 @@
 # sm_90 in each of the four binaries); gzip takes it to about 27 MiB. There: `tar xzf device-bundle.tar.gz` (or
 # `python3 -m tarfile -e device-bundle.tar.gz .`), then `device-bundle/run.sh ...`.
 #
-#   launch/device-bundle.sh                  # configure + build build-sm90a/ (CUDA arch 90a, no MPI), pack, check
-#   launch/device-bundle.sh --from-build DIR # pack the binaries of an existing build dir (no build), then check
-#   launch/device-bundle.sh --check DIR      # only check a bundle: ldd of every binary through run.sh's paths
+#   launch/device/device-bundle.sh                  # configure + build build-sm90a/ (CUDA arch 90a, no MPI), pack, check
+#   launch/device/device-bundle.sh --from-build DIR # pack the binaries of an existing build dir (no build), then check
+#   launch/device/device-bundle.sh --check DIR      # only check a bundle: ldd of every binary through run.sh's paths
 #   options: --out DIR (default device-bundle/)
 #
 # Binaries: lookahead, tests/test_kernels, tests/test_model (its CudaForward tests), bench_kernels. Built with
@@ -23,7 +23,8 @@
 # datasets/tinystories; about 2.5 MiB) and run.sh points LA_SHARED at it, so the real-weight CUDA tests run there
 # instead of skipping (a skip counts as a pass). LA_SHARED set by the caller wins.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LA_NAME=device-bundle
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 OUT=$ROOT/device-bundle
 MODE=build
 FROM=""
@@ -42,7 +43,7 @@ BINS=(lookahead tests/test_kernels tests/test_model bench_kernels)
 torch_dir() {
   if [ -n "${LOOKAHEAD_TORCH_DIR:-}" ]; then echo "$LOOKAHEAD_TORCH_DIR"; return; fi
   local py
-  for py in python3 "${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/torch-2.11.0/bin/python"; do
+  for py in python3 "$DEPS/torch-$TORCH_VERSION/bin/python"; do
     "$py" -c 'import torch, os; print(os.path.dirname(torch.__file__))' 2>/dev/null && return
   done
   return 1

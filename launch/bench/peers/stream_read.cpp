@@ -1,5 +1,5 @@
-// Streaming-read bandwidth of this machine, for launch/bench-peers.sh: the memory floor of decoding (every weight
-// byte streamed once per token) is weight bytes / this bandwidth. launch/bench-peers.sh compiles it
+// Streaming-read bandwidth of this machine, for launch/bench/peers/bench-peers.sh: the memory floor of decoding (every weight
+// byte streamed once per token) is weight bytes / this bandwidth. launch/bench/peers/bench-peers.sh compiles it
 // (-O3 -march=native) into ${LOOKAHEAD_DEPS}, never into the repository.
 //   stream_read THREADS [MiB=1024] [REPS=10]   -> prints one JSON line {"threads", "bytes", "best_gbps", ...}
 // Hand-written rather than STREAM: STREAM measures copy/scale/add/triad (read+write traffic); decoding only reads,
