@@ -6,7 +6,9 @@
 //
 // Per step the host does: pad the step to its bucket and pack the ancestor bits into one pinned buffer (with ids,
 // positions, parents and the cache length), one non-blocking host-to-device copy, one graph replay (or the eager
-// launches), one device-to-host copy of the T argmax ids, one stream synchronisation. Nothing is allocated.
+// launches), one device-to-host copy of the T argmax ids, one stream synchronisation. Nothing is allocated. A
+// batched step (run_batch: several requests' slots, each its own cache) does the same with the slots' cache
+// pointers, lengths and capacities in that one upload, on graphs of its own per bucket.
 //
 // Graphs: a bucket's first step runs eagerly (warm-up: cuBLAS handles and workspaces, kernel attributes), its
 // second is captured with at::cuda::CUDAGraph on a side stream made c10's current stream (so ATen and the kernel

@@ -3,7 +3,8 @@
 // random tree steps padded to their bucket (1 .. 256) as CudaForward::run pads them, a commit of a root-to-node
 // path that is not a prefix through launch_kv_commit after each step, and the cache length read on the "device"
 // from the step buffer growing across steps. The GEMMs go through a host StepLinear (fp32 loop in a fixed order):
-// cuBLAS and CUDA graphs do not run here (the start-up self-check covers them on a GPU, docs/gpu.md).
+// cuBLAS and CUDA graphs do not run here (the start-up self-check covers them on a GPU, docs/gpu.md). The batched
+// step program (enqueue_batch_step: several slots, each its own cache) is checked against each slot's own step.
 //
 // Only la's public, ATen-free headers: the ATen forward is reached through the StepModel API (load_llama), so the
 // SIMT stand-in CUDA headers never meet c10's in one translation unit.
@@ -483,11 +484,11 @@ TEST(SimtForward, Fp32StepIsBatchInvariantWithFixedGemm) {
 }
 
 // A batched step of the step program (enqueue_batch_step: several slots, each its own cache, in one pass) against
-// each slot's single-slot step (enqueue_step): 3 slots with different cache lengths (5, 70: past the narrowest
-// split, 23) and step shapes (a tree, a decoding chain of 1, another tree), then, after each slot commits a
-// non-prefix path, a second batched step of other shapes. Every slot's logits must be the same bits (memcmp) as
-// its single-slot step and its ids those of the ATen forward on its own cache (exactly in fp32; in 16-bit where the
-// reference's top-2 margin exceeds the tolerance, as compare() does).
+// each slot's single-slot step (enqueue_step): 3 slots with different cache lengths (5, 70, 23; splits of 64 keys,
+// so slot 1's keys span two splits) and step shapes (a tree, a decoding chain of 1, another tree), then, after
+// each slot commits a non-prefix path, a second batched step of other shapes. Every slot's logits must be the same
+// bits (memcmp) as its single-slot step and its ids those of the ATen forward on its own cache (exactly in fp32; in
+// 16-bit where the reference's top-2 margin exceeds the tolerance, as compare() does).
 template <class E>
 void batched_step_matches_single(const std::string& dtype, double tol, bool argmax_exact, StepLinear* gemm) {
   const std::string dir = random_model_dir();
@@ -510,6 +511,7 @@ void batched_step_matches_single(const std::string& dtype, double tol, bool argm
   for (int i = 0; i < kSlots; ++i) {
     dev.push_back(std::make_unique<Device<E>>(cfg, ck, kCacheRows));
     if (gemm) dev[i]->lin = gemm;
+    dev[i]->d.split_keys = 64;  // the narrowest splits
     if (i > 0) ref.push_back(ref[0]->fork());
     std::vector<int32_t> pre(lens[i]), idx(lens[i]);
     for (int j = 0; j < lens[i]; ++j) pre[j] = (5 * j + 3 * i + 1) % cfg.vocab, idx[j] = j;
