@@ -107,7 +107,7 @@ size_t step_attention_workspace_bytes(int T, int Hq, int D, int splits) {
 }
 
 int step_attention_splits(const StepAttentionArgs& a) {
-  return attn_splits(a.cache_len_dev ? a.max_cache_len : a.cache_len, a.T, a.split_keys ? a.split_keys : kAttnSplitKeys);
+  return attn_splits(a.cache_len_dev || a.slot_seg ? a.max_cache_len : a.cache_len, a.T, a.split_keys ? a.split_keys : kAttnSplitKeys);
 }
 
 cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t stream) {
@@ -116,7 +116,13 @@ cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t strea
   const size_t es = dtype_size(a.dtype);
   if ((a.D * es) % 16) return cudaErrorInvalidValue;
   if (a.cache_len < 0 || (a.cache_len_dev && a.max_cache_len < 0)) return cudaErrorInvalidValue;
-  const bool need_cache = a.cache_len_dev ? a.max_cache_len > 0 : a.cache_len > 0;
+  const bool slots = a.slot_seg != nullptr;
+  if (slots && (a.slots <= 0 || !a.slot_caches || a.max_cache_len < 0 || (a.fast_mma && a.dtype != DType::F32)))
+    return cudaErrorInvalidValue;  // slot mode: the scalar path only (it reads step keys by position)
+  const bool need_cache = !slots && (a.cache_len_dev ? a.max_cache_len > 0 : a.cache_len > 0);
+  if (slots && ((a.kc_stride_t * es) % 16 || (a.kc_stride_h * es) % 16 || (a.vc_stride_t * es) % 16 ||
+                (a.vc_stride_h * es) % 16))
+    return cudaErrorInvalidValue;
   if (!row_ok(a.q, a.q_stride_t, a.q_stride_h, es) || !row_ok(a.k_new, a.kn_stride_t, a.kn_stride_h, es) ||
       !row_ok(a.v_new, a.vn_stride_t, a.vn_stride_h, es) || !a.out || !a.anc_bits)
     return cudaErrorInvalidValue;
@@ -153,6 +159,9 @@ cudaError_t launch_step_attention(const StepAttentionArgs& a, cudaStream_t strea
   p.cache_len = a.cache_len;
   p.cache_len_dev = a.cache_len_dev;
   p.max_cache_len = a.max_cache_len;
+  p.seg = a.slot_seg;
+  p.slot_kv = a.slot_caches;
+  p.nseg = slots ? a.slots : 0;
   p.splits = step_attention_splits(a);
   if (p.splits <= 0) return cudaErrorInvalidValue;  // split_keys not a positive multiple of 64
   const bool mma = a.fast_mma && a.dtype != DType::F32;  // fp32 has only the scalar path

@@ -32,6 +32,11 @@ struct AttnParams {
   int cache_len;
   const int32_t* cache_len_dev;
   int max_cache_len;
+  // Slot mode (a batched step over several caches, seg non-null): seg[4 s ..] = {first token, tokens, cache length,
+  // cache rows} of slot s, slot_kv[s] / slot_kv[nseg + s] its K / V cache base; kc/vc/cache_len are unused.
+  const int32_t* seg;
+  void* const* slot_kv;
+  int nseg;
   int splits;       // grid.z
   int split_tiles;  // key tiles per split (split_keys / BN): split boundaries at fixed absolute positions
   float scale_log2;  // softmax scale * log2(e)
@@ -108,11 +113,43 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int hk = blockIdx.y, split = blockIdx.z;
-  const int rows = p.T * p.G;
-  const int r0 = blockIdx.x * BM;
-  // A device length is clamped to [0, max_cache_len] (never reads past what the host vouched for).
-  const int L = p.cache_len_dev ? max(0, min(*p.cache_len_dev, p.max_cache_len)) : p.cache_len;
-  const int Ltot = L + p.T;
+  // The CTA's query rows [r0, row_end) (rows = (token, head-in-group) pairs, token-major), the cache it reads and
+  // its length. One cache: row tiles of BM over all T * G rows. Slot mode: blockIdx.x numbers the row tiles of
+  // slot 0, then those of slot 1, ... (a tile never mixes slots: it shares K/V tiles of ONE cache); CTAs past the
+  // last slot's tiles return at once (the grid has nseg spare tiles). Each slot reads only its own cache, length
+  // and step rows (its tokens' ancestors, in the step-wide ancestor bits, are its own rows).
+  int r0, row_end, L, Tk;
+  const E* kc;
+  const E* vc;
+  if (p.seg) {
+    int x = blockIdx.x, s = 0;
+    for (; s < p.nseg; ++s) {
+      const int tiles = (p.seg[4 * s + 1] * p.G + BM - 1) / BM;
+      if (x < tiles) break;
+      x -= tiles;
+    }
+    if (s == p.nseg) return;  // block-uniform, before any barrier
+    const int first = p.seg[4 * s], n = p.seg[4 * s + 1];
+    r0 = first * p.G + x * BM;
+    row_end = (first + n) * p.G;
+    // A slot's length is clamped to [0, its cache rows], as a single cache's to max_cache_len.
+    L = max(0, min(p.seg[4 * s + 2], min(p.seg[4 * s + 3], p.max_cache_len)));
+    Tk = n;
+    kc = static_cast<const E*>(p.slot_kv[s]);
+    vc = static_cast<const E*>(p.slot_kv[p.nseg + s]);
+  } else {
+    r0 = blockIdx.x * BM;
+    row_end = p.T * p.G;
+    // A device length is clamped to [0, max_cache_len] (never reads past what the host vouched for).
+    L = p.cache_len_dev ? max(0, min(*p.cache_len_dev, p.max_cache_len)) : p.cache_len;
+    Tk = p.T;
+    kc = static_cast<const E*>(p.kc);
+    vc = static_cast<const E*>(p.vc);
+  }
+  const int rows = row_end;  // rows below r0 belong to other tiles; the checks below only need the end
+  // Key positions [0, L + Tk): the keys past a row's depth are masked, so tiles past them change no bit (a tile
+  // with every key masked keeps the running max and sum: alpha = 1, sum += 0), whatever Tk is.
+  const int Ltot = L + Tk;
   // Tiles and splits at fixed absolute key positions (step_attention_plan.h: attn_splits): tile k holds key
   // positions [k * BN, (k + 1) * BN), split s the tiles [s * split_tiles, (s + 1) * split_tiles).
   const int ntiles = (Ltot + BN - 1) / BN;
@@ -130,8 +167,6 @@ __global__ void __launch_bounds__(128) step_attention_kernel(const AttnParams p)
   constexpr bool kGather = !C::kMma;
   const int aw = p.anc_words;
 
-  const E* kc = static_cast<const E*>(p.kc);
-  const E* vc = static_cast<const E*>(p.vc);
   const E* kn = static_cast<const E*>(p.kn);
   const E* vn = static_cast<const E*>(p.vn);
 
@@ -337,7 +372,8 @@ cudaError_t launch_attention_cfg(const AttnParams& p, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
   }
   const int rows = p.T * p.G;
-  dim3 grid((rows + BM - 1) / BM, p.Hkv, p.splits);
+  // Slot mode: each slot's rows start a new tile, so at most nseg more tiles than one cache needs.
+  dim3 grid((rows + BM - 1) / BM + (p.seg ? p.nseg : 0), p.Hkv, p.splits);
   LA_LAUNCH(grid, C::kThreads, C::bytes, stream, step_attention_kernel<E, DP, BM, MMA>)(p);
   return cudaGetLastError();
 }

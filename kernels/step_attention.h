@@ -65,6 +65,18 @@ struct StepAttentionArgs {
   // fixed absolute key positions (batch invariance, step_attention_plan.h): keep it constant for a model (e.g.
   // attn_split_keys(capacity)); the launch fails if the workspace cannot hold step_attention_splits(...) splits.
   int split_keys = 0;
+  // Slot mode: a batched step whose tokens belong to `slots` caches (requests), each token reading only its own
+  // slot's cache. slot_seg (device, slots x 4 int32): {first token, tokens, cache length, cache rows} of each slot,
+  // its tokens contiguous in the step (slots with 0 tokens are allowed: padding); slot_caches (device, 2 x slots
+  // pointers): every slot's K cache base, then every slot's V cache base (strides kc_/vc_stride_* for all). The
+  // step's ancestor bits span the whole step (a token's ancestors are rows of its own slot). Then k_cache,
+  // v_cache, cache_len and cache_len_dev are unused and max_cache_len must bound every slot's cache rows (the split
+  // plan). Scalar path only (fast_mma is refused). Batch invariance as above: a row tile never mixes slots, the
+  // splits stay at absolute key positions of the row's own cache, and a token's arithmetic depends on its own
+  // slot's keys and its ancestors only, so its output is the same bits as in a single-slot step of its request.
+  const int32_t* slot_seg = nullptr;
+  void* const* slot_caches = nullptr;
+  int slots = 0;
   // fp16/bf16: tensor cores (WMMA) instead of the default scalar path, which is batch-invariant for every tree
   // node (see above). Ignored for fp32 (scalar only).
   bool fast_mma = false;

@@ -61,6 +61,23 @@ class CudaForward {
   // The cache was reallocated: captured graphs and the cache pointer table are stale.
   void cache_changed();
 
+  // A batched step (TorchLlama::forward_batch): slot i's tokens on the cache of a model sharing these weights (this
+  // one's or a fork's: caches_of), all rows in one pass on this forward's buffers (enqueue_batch_step), one graph
+  // per row bucket (apart from the single-slot ones; the slots' cache pointers, lengths and capacities travel in
+  // the step upload, so a fork's reallocated cache stales no graph). Slot i's rows are first_i .. first_i + T_i
+  // (in slot order) of logits_at()/argmax_to_host(); each is the same bits as that slot's own run(). Nothing is
+  // allocated: at most kMaxBatchSlots slots of kMaxRows rows in all, each slot's length + T_i within its cache
+  // and within max_batch_cache_rows().
+  struct Slot {
+    const StepInput* in = nullptr;
+    const StepCaches* caches = nullptr;
+    int len = 0;
+  };
+  void run_batch(const Slot* slots, int n);
+  int max_batch_cache_rows() const { return max_batch_cache_rows_; }
+  const StepCaches& caches() const { return sc_; }
+  at::Tensor logits_at(int first, int T) const { return logits_.narrow(0, first, T); }
+
   struct Counters {
     uint64_t steps = 0, eager = 0, captures = 0, replays = 0;
   };
@@ -68,6 +85,11 @@ class CudaForward {
 
  private:
   void enqueue(int rows, const PaddedStepLayout& lay);  // the whole step on the current stream (enqueue_step)
+  void enqueue_batch(const BatchStepLayout& lay);        // the same for a batched step (enqueue_batch_step)
+  // Eager warm-up, then capture, then replays of the bucket's graph in `graphs` (keyed by bucket rows).
+  template <class F>
+  void launch(std::map<int, std::unique_ptr<at::cuda::CUDAGraph>>& graphs, std::map<int, int>& seen, int R,
+              F&& enqueue_fn);
   void rebuild_cache_table();
 
   CudaModelRefs m_;
@@ -79,6 +101,11 @@ class CudaForward {
   at::Tensor hstep_, hout_, hcommit_;  // pinned host buffers
   std::map<int, std::unique_ptr<at::cuda::CUDAGraph>> graphs_by_rows_;
   std::map<int, int> seen_;
+  std::map<int, std::unique_ptr<at::cuda::CUDAGraph>> batch_graphs_;  // batched steps, by bucket rows
+  std::map<int, int> batch_seen_;
+  at::Tensor dbstep_, hbstep_;            // the batched step's upload (batch_step_layout(kMaxRows)), device/pinned
+  std::vector<BatchSlotStep> bslots_;     // reserved for kMaxBatchSlots: no allocation per step
+  int max_batch_cache_rows_ = 0;          // the attention's split plan bound of a batched step (fixed per model)
   std::optional<c10::cuda::CUDAStream> capture_stream_;  // every capture runs on it
   bool have_pool_ = false;
   c10::MempoolId_t pool_{0, 0};

@@ -15,14 +15,19 @@ namespace {
 // ptr + elements of dt.
 void* elem(void* p, int64_t n, kern::DType dt) { return static_cast<char*>(p) + n * int64_t(kern::dtype_size(dt)); }
 
-}  // namespace
+// The slots of a batched step on the device (null: a single-cache step on StepCaches).
+struct DevSlots {
+  const int32_t* seg = nullptr;
+  void* const* ptrs = nullptr;  // [layers][2][count]
+  int count = 0, max_cache_rows = 0;
+};
 
-StepStatus enqueue_step(const StepDims& d, const StepWeights& w, const StepBuffers& buf, const StepCaches& c,
-                        const PaddedStepLayout& lay, StepLinear& lin, cudaStream_t s) {
+StepStatus enqueue(const StepDims& d, const StepWeights& w, const StepBuffers& buf, const StepCaches& c,
+                   const PaddedStepLayout& lay, const DevSlots* slots, StepLinear& lin, cudaStream_t s) {
   const kern::DType dt = d.dt;
   const int R = lay.rows, H = d.H, Q = d.Q(), KV = d.KV(), W = d.W(), I = d.I, V = d.V;
-  if (R <= 0 || R > buf.rows || int(w.layers.size()) != d.layers || int(c.k.size()) != d.layers ||
-      int(c.v.size()) != d.layers)
+  if (R <= 0 || R > buf.rows || int(w.layers.size()) != d.layers ||
+      (!slots && (int(c.k.size()) != d.layers || int(c.v.size()) != d.layers)))
     return {cudaErrorInvalidValue, "step arguments"};
   const int32_t* ids = buf.step + lay.ids;
   const int32_t* pos = buf.step + lay.positions;
@@ -49,9 +54,17 @@ StepStatus enqueue_step(const StepDims& d, const StepWeights& w, const StepBuffe
     void* v = elem(buf.qkv, Q + KV, dt);
     if (!ok(kern::launch_rope(dt, R, d.D, pos, w.inv_freq, 1.f, q, d.Hq, W, d.D, k, d.Hkv, W, d.D, s), "rope"))
       return st;
-    if (!ok(kern::launch_kv_append(dt, R, d.Hkv, d.D, k, W, d.D, v, W, d.D, c.k[l], c.v[l], KV, d.D, len, c.rows, s),
-            "kv_append"))
+    void* const* lptrs = slots ? slots->ptrs + 2 * l * slots->count : nullptr;  // layer l: K bases, V bases
+    if (slots) {
+      if (!ok(kern::launch_kv_append_slots(dt, R, d.Hkv, d.D, k, W, d.D, v, W, d.D, lptrs, KV, d.D, slots->seg,
+                                           slots->count, s),
+              "kv_append"))
+        return st;
+    } else if (!ok(kern::launch_kv_append(dt, R, d.Hkv, d.D, k, W, d.D, v, W, d.D, c.k[l], c.v[l], KV, d.D, len,
+                                          c.rows, s),
+                   "kv_append")) {
       return st;
+    }
     kern::StepAttentionArgs a;
     a.dtype = dt;
     a.T = R;
@@ -61,14 +74,19 @@ StepStatus enqueue_step(const StepDims& d, const StepWeights& w, const StepBuffe
     a.q = q;
     a.q_stride_t = W;
     a.q_stride_h = d.D;
-    a.k_cache = c.k[l];
+    a.k_cache = slots ? nullptr : c.k[l];
     a.kc_stride_t = KV;
     a.kc_stride_h = d.D;
-    a.v_cache = c.v[l];
+    a.v_cache = slots ? nullptr : c.v[l];
     a.vc_stride_t = KV;
     a.vc_stride_h = d.D;
-    a.cache_len_dev = len;
-    a.max_cache_len = c.rows;
+    a.cache_len_dev = slots ? nullptr : len;
+    a.max_cache_len = slots ? slots->max_cache_rows : c.rows;
+    if (slots) {
+      a.slot_seg = slots->seg;
+      a.slot_caches = lptrs;
+      a.slots = slots->count;
+    }
     a.k_new = k;
     a.kn_stride_t = W;
     a.kn_stride_h = d.D;
@@ -101,6 +119,24 @@ StepStatus enqueue_step(const StepDims& d, const StepWeights& w, const StepBuffe
   if (!ok(linear(V, H, buf.h, w.lm_head, nullptr, buf.logits), "lm_head")) return st;
   ok(kern::launch_argmax_rows(dt, R, V, buf.logits, V, buf.argmax, s), "argmax");
   return st;
+}
+
+}  // namespace
+
+StepStatus enqueue_step(const StepDims& d, const StepWeights& w, const StepBuffers& buf, const StepCaches& c,
+                        const PaddedStepLayout& lay, StepLinear& lin, cudaStream_t s) {
+  return enqueue(d, w, buf, c, lay, nullptr, lin, s);
+}
+
+StepStatus enqueue_batch_step(const StepDims& d, const StepWeights& w, const StepBuffers& buf,
+                              const BatchStepLayout& lay, int max_cache_rows, StepLinear& lin, cudaStream_t s) {
+  if (lay.slots <= 0 || max_cache_rows < 0) return {cudaErrorInvalidValue, "batch step arguments"};
+  DevSlots slots;
+  slots.seg = buf.step + lay.seg;
+  slots.ptrs = reinterpret_cast<void* const*>(buf.step + lay.ptrs);
+  slots.count = lay.slots;
+  slots.max_cache_rows = max_cache_rows;
+  return enqueue(d, w, buf, StepCaches{}, lay.step, &slots, lin, s);
 }
 
 }  // namespace la

@@ -67,4 +67,59 @@ void fill_padded_step(const std::vector<int32_t>& tokens, const std::vector<int3
   pack_ancestor_bits(parents.data(), T, l.rows, reinterpret_cast<uint32_t*>(out + l.bits));
 }
 
+BatchStepLayout batch_step_layout(int rows, int layers) {
+  BatchStepLayout l;
+  l.step = padded_step_layout(rows);
+  l.slots = batch_slots(rows);
+  l.seg = l.step.words;
+  l.ptrs = l.seg + 4 * l.slots;
+  l.ptrs += l.ptrs % 2;
+  l.words = l.ptrs + 2 * layers * l.slots * 2;  // two int32 words per pointer
+  return l;
+}
+
+void fill_batch_step(const BatchSlotStep* slots, int n, int layers, const BatchStepLayout& l, int32_t* out) {
+  const PaddedStepLayout& s = l.step;
+  LA_CHECK(n >= 1 && n <= l.slots, "fill_batch_step: ", n, " slots for a layout of ", l.slots);
+  int T = 0;
+  for (int i = 0; i < n; ++i) {
+    const BatchSlotStep& b = slots[i];
+    LA_CHECK(b.T >= 1 && T + b.T <= s.rows, "fill_batch_step: ", T + b.T, " tokens for ", s.rows, " rows");
+    for (int j = 0; j < b.T; ++j) {
+      out[s.ids + T + j] = b.tokens[j];
+      out[s.positions + T + j] = b.positions[j];
+      const int32_t p = b.parents[j];
+      out[s.parents + T + j] = p < 0 ? -1 : p + T;  // one outside [0, j) stays outside [T, T + j)
+    }
+    int32_t* seg = out + l.seg + 4 * i;
+    seg[0] = T;
+    seg[1] = b.T;
+    seg[2] = b.cache_len;
+    seg[3] = b.cache_rows;
+    for (int layer = 0; layer < layers; ++layer) {
+      const int64_t k = reinterpret_cast<int64_t>(b.k[layer]), v = reinterpret_cast<int64_t>(b.v[layer]);
+      std::memcpy(out + l.ptrs + 2 * (2 * layer * l.slots + i), &k, 8);
+      std::memcpy(out + l.ptrs + 2 * ((2 * layer + 1) * l.slots + i), &v, 8);
+    }
+    T += b.T;
+  }
+  for (int i = n; i < l.slots; ++i) {  // unused slots: no tokens, null caches (never read)
+    int32_t* seg = out + l.seg + 4 * i;
+    seg[0] = T;
+    seg[1] = seg[2] = seg[3] = 0;
+    for (int layer = 0; layer < layers; ++layer) {
+      std::memset(out + l.ptrs + 2 * (2 * layer * l.slots + i), 0, 8);
+      std::memset(out + l.ptrs + 2 * ((2 * layer + 1) * l.slots + i), 0, 8);
+    }
+  }
+  const int32_t pad_pos = out[s.positions + T - 1];
+  for (int i = T; i < s.rows; ++i) {
+    out[s.ids + i] = 0;
+    out[s.positions + i] = pad_pos;
+    out[s.parents + i] = -1;
+  }
+  out[s.cache_len] = out[s.cache_len + 1] = out[s.cache_len + 2] = out[s.cache_len + 3] = 0;
+  pack_ancestor_bits(out + s.parents, T, s.rows, reinterpret_cast<uint32_t*>(out + s.bits));
+}
+
 }  // namespace la

@@ -6,7 +6,9 @@
 //
 // Per step the host does: pad the step to its bucket and pack the ancestor bits into one pinned buffer (with ids,
 // positions, parents and the cache length), one non-blocking host-to-device copy, one graph replay (or the eager
-// launches), one device-to-host copy of the T argmax ids, one stream synchronisation. Nothing is allocated.
+// launches), one device-to-host copy of the T argmax ids, one stream synchronisation. Nothing is allocated. A
+// batched step (run_batch: several requests' slots, each its own cache) does the same with the slots' cache
+// pointers, lengths and capacities in that one upload, on graphs of its own per bucket.
 //
 // Graphs: a bucket's first step runs eagerly (warm-up: cuBLAS handles and workspaces, kernel attributes), its
 // second is captured with at::cuda::CUDAGraph on a side stream made c10's current stream (so ATen and the kernel
@@ -166,6 +168,13 @@ CudaForward::CudaForward(const CudaModelRefs& refs, bool graphs, bool fixed_gemm
   hstep_ = at::zeros({big.words}, pinned);
   hout_ = at::zeros({R}, pinned);
   hcommit_ = at::zeros({R}, pinned);
+  const BatchStepLayout bl = batch_step_layout(R, layers_);
+  dbstep_ = at::zeros({bl.words}, oi);
+  hbstep_ = at::zeros({bl.words}, pinned);
+  bslots_.reserve(kMaxBatchSlots);
+  // Every slot's cache rows (capacity) stay within the context + 256 rows of step slack (TorchLlama's growth
+  // bound), so with split_keys_ above the splits of a batched step stay within the workspace's 16.
+  max_batch_cache_rows_ = c.max_positions + 256;
   sd_.dt = kdtype(m_.dtype);
   sd_.H = H_;
   sd_.Hq = Hq_;
@@ -228,6 +237,8 @@ void CudaForward::cache_changed() {
   ck(cudaStreamSynchronize(cur_stream(dev_)), "synchronise before dropping graphs");
   graphs_by_rows_.clear();
   seen_.clear();
+  batch_graphs_.clear();
+  batch_seen_.clear();
   have_pool_ = false;  // the pool went with its graphs
   rebuild_cache_table();
 }
@@ -256,15 +267,22 @@ void CudaForward::run(const StepInput& in, int L, int cache_rows) {
                      cudaMemcpyHostToDevice, s),
      "step upload");
   ++counters_.steps;
+  launch(graphs_by_rows_, seen_, R, [&] { enqueue(R, lay); });
+}
+
+template <class F>
+void CudaForward::launch(std::map<int, std::unique_ptr<at::cuda::CUDAGraph>>& graphs, std::map<int, int>& seen, int R,
+                         F&& enqueue_fn) {
+  const cudaStream_t s = cur_stream(dev_);
   if (!graphs_) {
-    enqueue(R, lay);
+    enqueue_fn();
     ++counters_.eager;
     return;
   }
-  auto it = graphs_by_rows_.find(R);
-  if (it == graphs_by_rows_.end()) {
-    if (seen_[R]++ == 0) {  // warm-up
-      enqueue(R, lay);
+  auto it = graphs.find(R);
+  if (it == graphs.end()) {
+    if (seen[R]++ == 0) {  // warm-up
+      enqueue_fn();
       ++counters_.eager;
       return;
     }
@@ -274,7 +292,7 @@ void CudaForward::run(const StepInput& in, int L, int cache_rows) {
       c10::cuda::CUDAStreamGuard sg(*capture_stream_);  // c10's current stream is the capturing one in here
       g->capture_begin(have_pool_ ? pool_ : c10::MempoolId_t{0, 0});
       try {
-        enqueue(R, lay);
+        enqueue_fn();
       } catch (...) {
         try {
           g->capture_end();
@@ -290,10 +308,57 @@ void CudaForward::run(const StepInput& in, int L, int cache_rows) {
       have_pool_ = true;
     }
     ++counters_.captures;
-    it = graphs_by_rows_.emplace(R, std::move(g)).first;
+    it = graphs.emplace(R, std::move(g)).first;
   }
   it->second->replay();  // on the caller's current stream, after the step upload
   ++counters_.replays;
+}
+
+void CudaForward::enqueue_batch(const BatchStepLayout& lay) {
+  StepBuffers b = sb_;
+  b.step = dbstep_.data_ptr<int32_t>();
+  const StepStatus st = enqueue_batch_step(sd_, sw_, b, lay, max_batch_cache_rows_, *lin_, cur_stream(dev_));
+  if (st.ok()) return;
+  if (auto* cub = dynamic_cast<CublasLinear*>(lin_.get()); cub && cub->status != CUBLAS_STATUS_SUCCESS)
+    fail("CUDA forward: ", st.what, ": cuBLAS: ", cublasGetStatusString(cub->status));
+  ck(st.err, st.what);
+}
+
+void CudaForward::run_batch(const Slot* slots, int n) {
+  LA_CHECK(n >= 1 && n <= kMaxBatchSlots, "CUDA forward: batched step of ", n, " slots (at most ", kMaxBatchSlots,
+           ")");
+  bslots_.resize(n);  // capacity reserved in the constructor
+  int total = 0;
+  for (int i = 0; i < n; ++i) {
+    const Slot& sl = slots[i];
+    const int T = static_cast<int>(sl.in->tokens.size());
+    LA_CHECK(int(sl.caches->k.size()) == layers_ && int(sl.caches->v.size()) == layers_,
+             "CUDA forward: slot ", i, " has no cache of this model");
+    LA_CHECK(sl.len + T <= sl.caches->rows && sl.len + T <= max_batch_cache_rows_, "CUDA forward: slot ", i,
+             " of ", T, " tokens at ", sl.len, " exceeds its cache of ", sl.caches->rows, " rows");
+    BatchSlotStep& b = bslots_[i];
+    b.tokens = sl.in->tokens.data();
+    b.positions = sl.in->positions.data();
+    b.parents = sl.in->parents.data();
+    b.T = T;
+    b.cache_len = sl.len;
+    b.cache_rows = sl.caches->rows;
+    b.k = sl.caches->k.data();
+    b.v = sl.caches->v.data();
+    total += T;
+  }
+  const int R = step_bucket(total);
+  LA_CHECK(R > 0 && R <= kMaxRows, "CUDA forward: batched step of ", total, " tokens exceeds ", kMaxRows);
+  c10::InferenceMode ng;
+  c10::cuda::CUDAGuard guard(dev_);
+  const BatchStepLayout lay = batch_step_layout(R, layers_);
+  // The previous step ended with a synchronisation, so its copy out of hbstep_ has completed.
+  fill_batch_step(bslots_.data(), n, layers_, lay, hbstep_.data_ptr<int32_t>());
+  ck(cudaMemcpyAsync(dbstep_.data_ptr<int32_t>(), hbstep_.data_ptr<int32_t>(), size_t(lay.words) * 4,
+                     cudaMemcpyHostToDevice, cur_stream(dev_)),
+     "batched step upload");
+  ++counters_.steps;
+  launch(batch_graphs_, batch_seen_, R, [&] { enqueue_batch(lay); });
 }
 
 std::vector<int32_t> CudaForward::argmax_to_host(int T) {

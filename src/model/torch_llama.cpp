@@ -170,9 +170,16 @@ class TorchLlama final : public StepModel {
     return out;
   }
 
-  // The CPU kernels run every item's rows in one forward (CpuForward segments, each over its own replica's cache);
-  // other paths (ATen reference, CUDA, models that are not forks of this one) run one forward per item.
+  // The CPU kernels run every item's rows in one forward (CpuForward segments, each over its own replica's cache),
+  // and so does the CUDA kernel forward (CudaForward::run_batch: one batched step program per group of at most
+  // kMaxRows rows and kMaxBatchSlots items). The ATen reference (--kernels off) and models that are not forks of
+  // this one run one forward per item: ATen's GEMMs are not batch-invariant across row counts (measured with this
+  // torch on the CPU, fp32 F.linear 576x576: 423 of a row's 576 outputs change bits between M = 1 and M = 2), so
+  // batching its linear layers would make a request's tokens depend on its neighbours.
   void forward_batch(const BatchItem* items, int n) override {
+#ifdef LOOKAHEAD_WITH_CUDA
+    if (cf_ && n > 1) return cuda_forward_batch(items, n);
+#endif
     bool together = cpu_ != nullptr && n > 1;
     for (int i = 0; i < n && together; ++i) {
       const auto* m = dynamic_cast<const TorchLlama*>(items[i].model);
@@ -205,6 +212,56 @@ class TorchLlama final : public StepModel {
       row += T;
     }
   }
+
+#ifdef LOOKAHEAD_WITH_CUDA
+  // Groups of consecutive items whose models are CUDA-kernel forks of this one go through run_batch together; an
+  // item that cannot join (another model, a step too large) runs its own forward.
+  void cuda_forward_batch(const BatchItem* items, int n) {
+    c10::InferenceMode ng;
+    auto batchable = [&](const BatchItem& it) {
+      const auto* m = dynamic_cast<const TorchLlama*>(it.model);
+      const int T = static_cast<int>(it.in->tokens.size());
+      return m != nullptr && m->w_ == w_ && m->cf_ != nullptr && T <= CudaForward::kMaxRows &&
+             m->len_ + T <= cf_->max_batch_cache_rows();
+    };
+    for (int i = 0; i < n;) {
+      int j = i, rows = 0;
+      while (j < n && j - i < kMaxBatchSlots && batchable(items[j]) &&
+             rows + int(items[j].in->tokens.size()) <= CudaForward::kMaxRows)
+        rows += int(items[j++].in->tokens.size());
+      if (j - i <= 1) {  // alone: its own forward
+        const BatchItem& it = items[i];
+        *it.out = it.model->forward(*it.in, *it.sp, it.logits);
+        i = std::max(j, i + 1);
+        continue;
+      }
+      cslots_.resize(j - i);  // capacity kept: no allocation once the largest batch has run
+      for (int k = i; k < j; ++k) {
+        auto* m = static_cast<TorchLlama*>(items[k].model);
+        check_step(*items[k].in, w_->cfg);
+        const int T = static_cast<int>(items[k].in->tokens.size());
+        if (m->len_ + T > m->cache_.capacity()) m->alloc_cache(m->grown_capacity(m->len_ + T), /*keep=*/m->len_);
+        m->step_len_ = T;
+        cslots_[k - i] = CudaForward::Slot{items[k].in, &m->cf_->caches(), m->len_};
+      }
+      cf_->run_batch(cslots_.data(), j - i);
+      const std::vector<int32_t> am = cf_->argmax_to_host(rows);  // synchronises
+      for (int k = i, row = 0; k < j; ++k) {
+        const int T = static_cast<int>(items[k].in->tokens.size());
+        std::vector<int32_t>& out = *items[k].out;
+        const bool greedy = items[k].sp->greedy();
+        if (greedy) out.assign(am.begin() + row, am.begin() + row + T);
+        if (!greedy || items[k].logits) {
+          const at::Tensor logits = cf_->logits_at(row, T).to(at::kFloat);
+          if (!greedy) out = to_host_ids(sample_tokens(logits, items[k].in->positions, *items[k].sp));
+          if (items[k].logits) copy_logits(logits, items[k].logits);
+        }
+        row += T;
+      }
+      i = j;
+    }
+  }
+#endif
 
   void commit(const std::vector<int32_t>& idx) override {
     if (idx.empty()) return;
@@ -332,6 +389,7 @@ class TorchLlama final : public StepModel {
   std::vector<CpuSegment> segs_;  // forward_batch's segments, reused
 #ifdef LOOKAHEAD_WITH_CUDA
   std::unique_ptr<CudaForward> cf_;
+  std::vector<CudaForward::Slot> cslots_;  // forward_batch's slots, reused
 #endif
 };
 

@@ -34,6 +34,49 @@ bool bit(const std::vector<uint32_t>& bits, int words, int i, int j) {
   return (bits[size_t(i) * words + (j >> 5)] >> (j & 31)) & 1u;
 }
 
+// A batched step's upload: the slots' tokens one after another (parents shifted to step indices, so the ancestor
+// bits never cross slots), per slot {first row, tokens, cache length, cache rows}, the cache pointer table per
+// layer (K bases, then V bases), unused slots empty.
+TEST(StepLayout, BatchStep) {
+  const auto l = la::batch_step_layout(8, 2);
+  EXPECT_EQ(l.slots, 8);
+  EXPECT_EQ(la::batch_step_layout(256, 2).slots, la::kMaxBatchSlots);
+  EXPECT_EQ(l.seg, l.step.words);
+  EXPECT_EQ(l.ptrs % 2, 0);
+  EXPECT_EQ(l.words, l.ptrs + 2 * 2 * 2 * l.slots);
+  int kv[8];
+  void* k0[2] = {&kv[0], &kv[1]};
+  void* v0[2] = {&kv[2], &kv[3]};
+  void* k1[2] = {&kv[4], &kv[5]};
+  void* v1[2] = {&kv[6], &kv[7]};
+  const std::vector<int32_t> t0{7, 8, 9}, p0{10, 11, 11}, a0{-1, 0, 0}, t1{4, 5}, p1{3, 4}, a1{-1, 0};
+  la::BatchSlotStep s[2];
+  s[0] = {t0.data(), p0.data(), a0.data(), 3, 10, 64, k0, v0};
+  s[1] = {t1.data(), p1.data(), a1.data(), 2, 3, 32, k1, v1};
+  std::vector<int32_t> buf(l.words, 12345);
+  la::fill_batch_step(s, 2, 2, l, buf.data());
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.step.ids, buf.begin() + l.step.ids + 8),
+            (std::vector<int32_t>{7, 8, 9, 4, 5, 0, 0, 0}));
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.step.positions, buf.begin() + l.step.positions + 8),
+            (std::vector<int32_t>{10, 11, 11, 3, 4, 4, 4, 4}));
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.step.parents, buf.begin() + l.step.parents + 8),
+            (std::vector<int32_t>{-1, 0, 0, -1, 3, -1, -1, -1}));
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(buf.data() + l.step.bits);
+  EXPECT_EQ(bits[2], 0b101u);
+  EXPECT_EQ(bits[3], 0b1000u) << "slot 1's root sees no row of slot 0";
+  EXPECT_EQ(bits[4], 0b11000u);
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.seg, buf.begin() + l.seg + 12),
+            (std::vector<int32_t>{0, 3, 10, 64, 3, 2, 3, 32, 5, 0, 0, 0}));
+  const void* const* ptr = reinterpret_cast<const void* const*>(buf.data() + l.ptrs);
+  EXPECT_EQ(ptr[0], k0[0]);              // layer 0 K: slot 0, slot 1
+  EXPECT_EQ(ptr[1], k1[0]);
+  EXPECT_EQ(ptr[l.slots], v0[0]);        // layer 0 V
+  EXPECT_EQ(ptr[2 * l.slots + 1], k1[1]);  // layer 1 K, slot 1
+  EXPECT_EQ(ptr[3 * l.slots + 1], v1[1]);  // layer 1 V, slot 1
+  EXPECT_EQ(ptr[2], nullptr);            // unused slot
+  EXPECT_THROW(la::fill_batch_step(s, 9, 2, l, buf.data()), std::exception);
+}
+
 }  // namespace
 
 TEST(StepLayout, AncestorBitsMatchBruteForceOnRandomTrees) {

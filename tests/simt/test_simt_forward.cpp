@@ -3,7 +3,8 @@
 // random tree steps padded to their bucket (1 .. 256) as CudaForward::run pads them, a commit of a root-to-node
 // path that is not a prefix through launch_kv_commit after each step, and the cache length read on the "device"
 // from the step buffer growing across steps. The GEMMs go through a host StepLinear (fp32 loop in a fixed order):
-// cuBLAS and CUDA graphs do not run here (the start-up self-check covers them on a GPU, docs/gpu.md).
+// cuBLAS and CUDA graphs do not run here (the start-up self-check covers them on a GPU, docs/gpu.md). The batched
+// step program (enqueue_batch_step: several slots, each its own cache) is checked against each slot's own step.
 //
 // Only la's public, ATen-free headers: the ATen forward is reached through the StepModel API (load_llama), so the
 // SIMT stand-in CUDA headers never meet c10's in one translation unit.
@@ -480,6 +481,132 @@ TEST(SimtForward, Fp32StepIsBatchInvariantWithFixedGemm) {
   const auto bad = first_chain_logits(random_model_dir(), mdep);
   EXPECT_NE(std::memcmp(bad[0].data(), bad[1].data(), bad[0].size() * sizeof(float)), 0)
       << "an M-dependent GEMM should change the bits";
+}
+
+// A batched step of the step program (enqueue_batch_step: several slots, each its own cache, in one pass) against
+// each slot's single-slot step (enqueue_step): 3 slots with different cache lengths (5, 70, 23; splits of 64 keys,
+// so slot 1's keys span two splits) and step shapes (a tree, a decoding chain of 1, another tree), then, after
+// each slot commits a non-prefix path, a second batched step of other shapes. Every slot's logits must be the same
+// bits (memcmp) as its single-slot step and its ids those of the ATen forward on its own cache (exactly in fp32; in
+// 16-bit where the reference's top-2 margin exceeds the tolerance, as compare() does).
+template <class E>
+void batched_step_matches_single(const std::string& dtype, double tol, bool argmax_exact, StepLinear* gemm) {
+  const std::string dir = random_model_dir();
+  const ModelConfig cfg = model_config_of(dir);
+  const SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(dir);
+  constexpr int kSlots = 3, kCacheRows = 384;
+  const int lens[kSlots] = {5, 70, 23};
+  std::vector<std::unique_ptr<Device<E>>> dev;
+  std::vector<std::unique_ptr<StepModel>> ref;
+  LoadOptions o;
+  o.model = dir;
+  o.dtype = dtype;
+  o.device = "cpu";
+  o.kernels = "off";
+  o.selfcheck = "off";
+  o.threads = 1;
+  ref.push_back(load_llama(o));
+  std::vector<float> lg;
+  std::vector<int32_t> am;
+  for (int i = 0; i < kSlots; ++i) {
+    dev.push_back(std::make_unique<Device<E>>(cfg, ck, kCacheRows));
+    if (gemm) dev[i]->lin = gemm;
+    dev[i]->d.split_keys = 64;  // the narrowest splits
+    if (i > 0) ref.push_back(ref[0]->fork());
+    std::vector<int32_t> pre(lens[i]), idx(lens[i]);
+    for (int j = 0; j < lens[i]; ++j) pre[j] = (5 * j + 3 * i + 1) % cfg.vocab, idx[j] = j;
+    const StepInput chain = StepInput::chain(pre, 0);
+    dev[i]->run(chain, 0, lg, am);
+    dev[i]->commit(idx, 0);
+    ref[i]->forward(chain, SampleParams{}, nullptr);
+    ref[i]->commit(idx);
+  }
+  // The batched step's buffers: slot 0's (any device's would do) with a step buffer of the batch layout.
+  Device<E>& d0 = *dev[0];
+  Buf bstep(size_t(batch_step_layout(256, cfg.layers).words) * 4);
+  StepBuffers bb = d0.b;
+  bb.step = static_cast<const int32_t*>(bstep.get());
+  std::mt19937 rng(4242);
+  int L[kSlots] = {lens[0], lens[1], lens[2]};
+  const int V = cfg.vocab;
+  for (const std::vector<int>& sizes : {std::vector<int>{6, 1, 12}, std::vector<int>{3, 9, 1}}) {
+    std::vector<StepInput> in(kSlots);
+    std::vector<std::vector<float>> single(kSlots), aten(kSlots);
+    std::vector<std::vector<int32_t>> single_am(kSlots), aten_am(kSlots);
+    int total = 0;
+    for (int i = 0; i < kSlots; ++i) {
+      in[i] = sizes[i] == 1 ? StepInput::chain({int32_t(rng() % V)}, L[i]) : random_tree(rng, sizes[i], L[i], V);
+      dev[i]->run(in[i], L[i], single[i], single_am[i]);  // the slot's own single-slot step
+      aten_am[i] = ref[i]->forward(in[i], SampleParams{}, &aten[i]);
+      total += sizes[i];
+    }
+    // Poison every slot's rows past its length (where the single-slot steps wrote their K/V): the commits below, and
+    // so the next round, then read only what the batched step appended.
+    for (int i = 0; i < kSlots; ++i)
+      for (int l = 0; l < cfg.layers; ++l)
+        for (void* c : {dev[i]->c.k[l], dev[i]->c.v[l]})
+          std::memset(static_cast<char*>(c) + size_t(L[i]) * cfg.kv_heads * cfg.head_dim * sizeof(E), 0xff,
+                      size_t(kCacheRows - L[i]) * cfg.kv_heads * cfg.head_dim * sizeof(E));
+    const BatchStepLayout lay = batch_step_layout(step_bucket(total), cfg.layers);
+    std::vector<BatchSlotStep> bs(kSlots);
+    for (int i = 0; i < kSlots; ++i) {
+      bs[i].tokens = in[i].tokens.data();
+      bs[i].positions = in[i].positions.data();
+      bs[i].parents = in[i].parents.data();
+      bs[i].T = sizes[i];
+      bs[i].cache_len = L[i];
+      bs[i].cache_rows = kCacheRows;
+      bs[i].k = dev[i]->c.k.data();
+      bs[i].v = dev[i]->c.v.data();
+    }
+    fill_batch_step(bs.data(), kSlots, cfg.layers, lay, static_cast<int32_t*>(bstep.get()));
+    const StepStatus st = enqueue_batch_step(d0.d, d0.w, bb, lay, kCacheRows, *d0.lin, nullptr);
+    ASSERT_TRUE(st.ok()) << st.what;
+    const auto errs = la_simt::take_errors();
+    ASSERT_TRUE(errs.empty()) << errs.front();
+    const E* blg = static_cast<const E*>(bb.logits);
+    for (int i = 0, row = 0; i < kSlots; ++i) {
+      const int T = sizes[i];
+      std::vector<float> mine(size_t(T) * V);
+      for (size_t k = 0; k < mine.size(); ++k) mine[k] = to_f(blg[size_t(row) * V + k]);
+      EXPECT_EQ(std::memcmp(mine.data(), single[i].data(), mine.size() * sizeof(float)), 0)
+          << "slot " << i << " (T=" << T << ", L=" << L[i] << "): batched logits differ from its single-slot step";
+      for (int t = 0; t < T; ++t) {
+        EXPECT_EQ(bb.argmax[row + t], single_am[i][t]) << "slot " << i << " token " << t;
+        float top = -INFINITY, second = -INFINITY, mx = 0;
+        for (int v = 0; v < V; ++v) {
+          const float r = aten[i][size_t(t) * V + v];
+          mx = std::max(mx, std::fabs(r));
+          if (r > top) second = top, top = r;
+          else if (r > second) second = r;
+        }
+        if (argmax_exact || double(top - second) > 2 * tol * (1 + mx))
+          EXPECT_EQ(bb.argmax[row + t], aten_am[i][t]) << "slot " << i << " token " << t << " vs ATen";
+      }
+      row += T;
+    }
+    for (int i = 0; i < kSlots; ++i) {  // each slot commits its deepest path (not a prefix for the trees)
+      const std::vector<int32_t> path = deepest_path(in[i]);
+      dev[i]->commit(path, L[i]);
+      ref[i]->commit(path);
+      L[i] += int(path.size());
+    }
+  }
+}
+
+TEST(SimtForward, BatchedStepIsEachSlotsStepFp32FixedGemm) {
+  Timer tm{"batched fp32, fixed GEMM"};
+  FixedLinear fixed;
+  batched_step_matches_single<float>("fp32", kTolF32, true, &fixed);
+  EXPECT_GT(fixed.calls, 0);
+}
+TEST(SimtForward, BatchedStepIsEachSlotsStepBf16) {
+  Timer tm{"batched bf16"};
+  batched_step_matches_single<__nv_bfloat16>("bf16", kTolBf16, false, nullptr);
+}
+TEST(SimtForward, BatchedStepIsEachSlotsStepFp16) {
+  Timer tm{"batched fp16"};
+  batched_step_matches_single<__half>("fp16", kTolBf16, false, nullptr);
 }
 
 // The two gathers of the step program on their own: embedding rows by device ids (an id outside the vocabulary

@@ -40,4 +40,26 @@ void fill_padded_step(const std::vector<int32_t>& tokens, const std::vector<int3
                       const std::vector<int32_t>& parents, int cache_len, const PaddedStepLayout& layout,
                       int32_t* out);
 
+// A batched step over several slots (requests of one model, each with its own KV cache) as the CUDA forward
+// uploads it: the padded step of every slot's tokens (slot after slot; parents shifted to step indices, so the
+// ancestor bits span the step and a token's ancestors are its own slot's rows), then per slot {first row, tokens,
+// cache length, cache rows}, then the cache base pointers (int64, per layer: the slots' K bases, then their V
+// bases). The slot count is fixed per bucket (batch_slots) so that one graph per bucket serves every batch, its
+// pointers and lengths read from this upload; unused slots have 0 tokens.
+inline constexpr int kMaxBatchSlots = 64;
+inline int batch_slots(int rows) { return rows < kMaxBatchSlots ? rows : kMaxBatchSlots; }
+struct BatchStepLayout {
+  PaddedStepLayout step;
+  int slots = 0, seg = 0, ptrs = 0, words = 0;  // ptrs: an even word offset (8-byte pointers)
+};
+BatchStepLayout batch_step_layout(int rows, int layers);
+// One slot of a batched step on the host: its T tokens (positions, parents within the slot) and its cache.
+struct BatchSlotStep {
+  const int32_t *tokens = nullptr, *positions = nullptr, *parents = nullptr;
+  int T = 0, cache_len = 0, cache_rows = 0;
+  void* const* k = nullptr;  // per layer cache bases
+  void* const* v = nullptr;
+};
+void fill_batch_step(const BatchSlotStep* slots, int n, int layers, const BatchStepLayout& l, int32_t* out);
+
 }  // namespace la

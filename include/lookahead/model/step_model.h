@@ -65,8 +65,8 @@ class StepModel {
   // position-keyed sample, see SampleParams). If `logits` is non-null it receives T*vocab fp32 logits.
   virtual std::vector<int32_t> forward(const StepInput& step, const SampleParams& sp,
                                        std::vector<float>* logits = nullptr) = 0;
-  // Several replicas' steps as one forward where the backend can (the CPU kernels: every GEMM over all rows at
-  // once). Every item's model must be this model or a fork of it. Each item's results are exactly those of
+  // Several replicas' steps as one forward where the backend can (the CPU and the CUDA kernels: every GEMM over all
+  // rows at once; the ATen reference runs one forward each, its GEMM not being batch-invariant). Every item's model must be this model or a fork of it. Each item's results are exactly those of
   // item.model->forward(*in, *sp) alone: the kernels are batch-invariant, so a request's tokens do not depend on
   // its neighbours. Afterwards each item's model commits as after its own forward. Default: one forward each.
   virtual void forward_batch(const BatchItem* items, int n) {
