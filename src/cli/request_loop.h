@@ -5,6 +5,7 @@
 // the clean stop on SIGINT/SIGTERM (the request in flight is finished within --stop-grace or dropped, never
 // written half).
 #pragma once
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct LoopResult {
   bool interrupted = false;  // stopped by a signal before the end
   bool dropped = false;      // the request in flight was cancelled (not written)
   size_t refused = 0;        // --batch: prompts that could never fit the KV budget (not written)
+  std::vector<std::map<std::string, double>> slot_counters;  // --batch: every slot's strategy counters
 };
 
 // Records go to `src` (rank 0 writes them); src.poll() runs after every step.

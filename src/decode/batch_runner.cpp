@@ -130,20 +130,18 @@ void BatchRunner::step() {
     s->staged_prefill = s->prefill;
     if (s->prefill) stage(i, s->exec->stage_prefill(s->runner->seq(), opt_.prefill_chunk));
   }
+  // The decoding slots' last step sizes and yields: what each controller takes the rest of the step to be.
+  auto decodes = [](const Slot* s) { return s && s->busy && !s->staged_prefill && !s->runner->done(); };
+  int later_rows = 0, all_tokens = 0;
+  for (const auto& s : slots_)
+    if (decodes(s.get())) later_rows += s->last_rows, all_tokens += s->last_tokens;
   int decoding = 0;
   for (int i = 0; i < slots(); ++i) {
     Slot* s = slots_[i].get();
-    if (!s || !s->busy || s->staged_prefill || s->runner->done()) continue;
-    if (s->controller) {  // the rest of the step: rows staged so far, and the later slots' last step sizes
-      int later_rows = 0, other_tokens = 0;
-      for (int j = 0; j < slots(); ++j) {
-        const Slot* o = slots_[j].get();
-        if (j == i || !o || !o->busy || o->staged_prefill || o->runner->done()) continue;
-        other_tokens += o->last_tokens;
-        if (j > i) later_rows += o->last_rows;
-      }
-      s->controller->set_batch(rows + later_rows, other_tokens);
-    }
+    if (!decodes(s)) continue;
+    later_rows -= s->last_rows;  // the slots after this one, at their last sizes
+    // The rest of the step: rows staged so far (prompt chunks, the earlier slots' plans) and the later slots.
+    if (s->controller) s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens);
     s->runner->plan_step();
     const StepInput& in = s->exec->stage(s->runner->seq(), s->runner->plan());
     s->last_rows = static_cast<int>(in.tokens.size());
@@ -170,6 +168,13 @@ void BatchRunner::step() {
     s.last_tokens = s.runner->finish_step();
     if (s.runner->done()) finished_.push_back(staged_[k]);
   }
+}
+
+std::vector<std::map<std::string, double>> BatchRunner::slot_counters() const {
+  std::vector<std::map<std::string, double>> v;
+  for (const auto& s : slots_)
+    if (s) v.push_back(s->strategy->counters());
+  return v;
 }
 
 AdaptiveCounters BatchRunner::adaptive_counters() const {

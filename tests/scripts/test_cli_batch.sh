@@ -45,6 +45,17 @@ for s in ar jacobi lade trie prompt-lookup suffix ouroboros; do
 done
 grep -q "batch 4: .* forwards, .* rows each" "$T/b_trie.err" && ok "summary line: $(grep 'batch 4:' "$T/b_trie.err")" \
   || bad "no batch summary line"
+# --stats-json under --batch: every slot's strategy counters (slot 0's are "counters"), the default strategy.
+run cnt --batch 4 --stats-json "$T/cnt.json" || bad "default strategy --batch 4 failed"
+same cnt ar "the default strategy (suffix) with --batch 4 equals plain decoding"
+python3 - "$T/cnt.json" <<'PY' && ok "counters_by_slot: one suffix map per slot" || bad "counters_by_slot missing or wrong"
+import json, sys
+s = json.load(open(sys.argv[1]))
+by = s["counters_by_slot"]
+assert len(by) == 4 and by[0] == s["counters"], (len(by), by[:1], s["counters"])
+assert all("suffix_steps" in c for c in by), by
+assert sum(c["suffix_steps"] for c in by) > by[0]["suffix_steps"], [c["suffix_steps"] for c in by]
+PY
 
 run auto --strategy suffix || bad "--batch auto failed"
 same auto ar "--batch auto equals plain decoding"

@@ -27,7 +27,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lookahead/decode/cost_model.h"
@@ -86,8 +88,11 @@ class BatchRunner {
   bool prefilling(int slot) const;
   StepRunner& runner(int slot);
   const BatchCounters& counters() const { return counters_; }
-  // Adaptive counters and per-strategy counters of every slot, summed where they are per slot.
+  // Adaptive counters of every slot, summed.
   AdaptiveCounters adaptive_counters() const;
+  // Every opened slot's strategy counters (Strategy::counters), slot 0 first: per-request state is per slot, and
+  // what the slots share (trie, suffix tree, pools) reads the same in each.
+  std::vector<std::map<std::string, double>> slot_counters() const;
 
  private:
   struct Slot;
