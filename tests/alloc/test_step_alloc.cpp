@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "lookahead/cpu/cpu_forward.h"
+#include "lookahead/backend/cpu/cpu_forward.h"
 #include "lookahead/decode/batch_runner.h"
-#include "lookahead/cpu/thread_pool.h"
+#include "lookahead/backend/cpu/thread_pool.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
@@ -221,7 +221,7 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
     }
 }
 
-// The CPU forward (src/cpu) on random weights with 2 pool threads: once its buffers have grown to the largest step,
+// The CPU forward (src/backend/cpu) on random weights with 2 pool threads: once its buffers have grown to the largest step,
 // steps of every size (chains and trees, fp32 and bf16), argmax and commits allocate nothing on any thread.
 TEST(StepAllocations, CpuForwardStepsAllocateNothing) {
   for (la::WType type : {la::WType::F32, la::WType::BF16}) {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "lookahead/model/chat_template.h"
+#include "lookahead/tokenizer/chat_template.h"
 #include "lookahead/model/model_path.h"
 #include "lookahead/util/files.h"
 #include "test_util.h"
