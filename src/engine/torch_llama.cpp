@@ -1,7 +1,7 @@
 // TorchLlama: the StepModel over libtorch weights. It owns the KV cache and sends each step to one forward: the
-// CUDA kernel forward (torch_cuda_forward.cpp), the CPU kernel forward (src/backend/cpu, no ATen: this file hands it raw
-// views of the weights and the cache), or the ATen reference (torch_reference.cpp, --kernels off). Weights live
-// in torch_weights.cpp, sampling in torch_sampling.cpp.
+// CUDA backend's kernel forward (src/backend/cuda, handed CudaModelRefs), the CPU backend's kernel forward
+// (src/backend/cpu, no ATen: this file hands it raw views of the weights and the cache), or the ATen reference
+// (torch_reference.cpp, --kernels off). Weights live in torch_weights.cpp, sampling in torch_sampling.cpp.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>

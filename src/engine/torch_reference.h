@@ -1,4 +1,4 @@
-// The ATen reference forward (private to src/model; includes ATen): `--kernels off`, the path every kernel
+// The ATen reference forward (private to src/engine; includes ATen): `--kernels off`, the path every kernel
 // forward is tested against, and the path for shapes or devices no kernel serves.
 #pragma once
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-// Position-keyed sampling of next tokens from a step's logits (private to src/model; includes ATen).
+// Position-keyed sampling of next tokens from a step's logits (private to src/engine; includes ATen).
 #pragma once
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-// The model's weights as ATen tensors (private to src/model; includes ATen): loading from safetensors or drawing
+// The model's weights as ATen tensors (private to src/engine; includes ATen): loading from safetensors or drawing
 // random presets, fusing q/k/v and gate/up, Hugging Face names, the cross-rank checksum and saving.
 #pragma once
 #include <ATen/ATen.h>

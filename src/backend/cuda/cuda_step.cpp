@@ -1,5 +1,5 @@
 // The step program (see cuda_step.h): the launches of one padded step, in order. Compiled by nvcc's host compiler
-// into la_model, and as host C++ under the SIMT emulation into test_simt_forward.
+// into la_backend_cuda, and as host C++ under the SIMT emulation into test_simt_forward.
 #include "cuda_step.h"
 
 #include <cmath>
