@@ -4,7 +4,7 @@
 #include <string>
 
 #include "lookahead/model/config.h"
-#include "lookahead/model/llama.h"
+#include "lookahead/engine/llama.h"
 #include "lookahead/tokenizer/tokenizer.h"
 
 namespace la::cli {

@@ -9,7 +9,7 @@
 #include "job_options.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
-#include "lookahead/model/llama.h"
+#include "lookahead/engine/llama.h"
 
 namespace la::cli {
 

@@ -11,7 +11,7 @@
 
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 
 namespace la::cli {
 
@@ -40,7 +40,7 @@ JsonlOutput::JsonlOutput(const std::string& path, OutputMode mode) : path_(path)
       ++line;
       const std::string_view l(text.data() + pos, nl - pos);
       json rec;
-      const OutputLine kind = parse_output_record(l, rec);  // the checked reader (util/prompt_records)
+      const OutputLine kind = parse_output_record(l, rec);  // the checked reader (io/prompt_records)
       LA_CHECK(kind != OutputLine::NotJson, "--resume: '", path, "' line ", line, " is not valid JSON (not written by ",
                "lookahead? use --overwrite to replace the file)");
       LA_CHECK(kind != OutputLine::NoId, "--resume: '", path, "' line ", line, " is not a record with an \"id\"");

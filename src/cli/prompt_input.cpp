@@ -4,8 +4,8 @@
 #include <fstream>
 #include <memory>
 
-#include "lookahead/model/chat_template.h"
-#include "lookahead/model/llama.h"
+#include "lookahead/tokenizer/chat_template.h"
+#include "lookahead/engine/llama.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 

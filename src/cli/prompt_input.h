@@ -7,7 +7,7 @@
 #include "generate_options.h"
 #include "lookahead/model/config.h"
 #include "lookahead/tokenizer/tokenizer.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 
 namespace la::cli {
 

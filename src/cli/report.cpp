@@ -5,7 +5,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "lookahead/model/selfcheck.h"
+#include "lookahead/engine/selfcheck.h"
 #include "lookahead/util/files.h"
 #include "lookahead/util/json_parse.h"
 #include "request_loop.h"

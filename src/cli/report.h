@@ -11,7 +11,7 @@
 #include "lookahead/decode/generator.h"
 #include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/parallel/comm.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 #include "run_executor.h"
 #include "run_setup.h"
 

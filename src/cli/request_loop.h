@@ -13,7 +13,7 @@
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategy.h"
 #include "lookahead/tokenizer/tokenizer.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 #include "job_queue.h"
 #include "output_file.h"
 

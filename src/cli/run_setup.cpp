@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "lookahead/decode/cost_calibration.h"
-#include "lookahead/model/llama.h"
+#include "lookahead/engine/llama.h"
 #include "lookahead/parallel/agreement.h"
 #include "lookahead/parallel/worker.h"
 #include "lookahead/util/error.h"

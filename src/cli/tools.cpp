@@ -8,12 +8,12 @@
 #include <sstream>
 
 #include "cli.h"
-#include "lookahead/model/llama.h"
+#include "lookahead/engine/llama.h"
 #include "lookahead/model/model_path.h"
-#include "lookahead/model/selfcheck.h"
+#include "lookahead/engine/selfcheck.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;

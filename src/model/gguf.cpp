@@ -19,7 +19,7 @@
 
 #include <unordered_set>
 
-#include "lookahead/cpu/quant.h"
+#include "lookahead/model/quant.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <map>
 
-#include "lookahead/cpu/quant.h"
+#include "lookahead/model/quant.h"
 #include "lookahead/model/safetensors.h"
 #include "lookahead/util/error.h"
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "lookahead/cpu/cpu_forward.h"
+#include "lookahead/backend/cpu/cpu_forward.h"
 #include "lookahead/decode/batch_runner.h"
-#include "lookahead/cpu/thread_pool.h"
+#include "lookahead/backend/cpu/thread_pool.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
@@ -85,8 +85,13 @@ Counted count_steps(la::Strategy& s, int max_new, int from, int to, bool adaptiv
   });
   la::LocalExecutor ex(m);
   la::Generator g(ex, s, m.config());
+  // Frozen costs, no host time: the controller's choices (and its ledger's sleeps, draft_controller.h) do not
+  // depend on this machine's timings, so the steps counted are the same on every run.
   la::StepCostModel cost(la::ForwardCostModel(256, 1e-3));
-  la::DraftController controller(s, cost);
+  cost.freeze();
+  la::AdaptiveOptions ao;
+  ao.host_overhead = false;
+  la::DraftController controller(s, cost, ao);
   if (adaptive) {
     g.set_controller(&controller);
   }
@@ -177,11 +182,14 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
       o.name = name;
       auto s = la::make_strategy(o);
       la::StepCostModel cost(la::ForwardCostModel(256, 1e-3));
+      cost.freeze();  // as above: choices independent of timings (a lade slot woken from a timing-driven sleep
+      la::AdaptiveOptions ao;  // mid-request learns new n-grams from its stale window: pool growth, not a step leak)
+      ao.host_overhead = false;
       la::BatchOptions bo;
       bo.slots = 4;
       bo.prefill_chunk = 8;
       std::function<std::unique_ptr<la::DraftController>(la::Strategy&)> make;
-      if (adaptive) make = [&cost](la::Strategy& st) { return std::make_unique<la::DraftController>(st, cost); };
+      if (adaptive) make = [&cost, ao](la::Strategy& st) { return std::make_unique<la::DraftController>(st, cost, ao); };
       la::BatchRunner br(m, *s, m.config(), bo, adaptive ? &cost : nullptr, make);
       const std::string label = std::string(name) + (adaptive ? " (adaptive)" : "");
       for (int round = 0; round < 2; ++round) {
@@ -220,7 +228,7 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
     }
 }
 
-// The CPU forward (src/cpu) on random weights with 2 pool threads: once its buffers have grown to the largest step,
+// The CPU forward (src/backend/cpu) on random weights with 2 pool threads: once its buffers have grown to the largest step,
 // steps of every size (chains and trees, fp32 and bf16), argmax and commits allocate nothing on any thread.
 TEST(StepAllocations, CpuForwardStepsAllocateNothing) {
   for (la::WType type : {la::WType::F32, la::WType::BF16}) {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "lookahead/model/chat_template.h"
+#include "lookahead/tokenizer/chat_template.h"
 #include "lookahead/model/model_path.h"
 #include "lookahead/util/files.h"
 #include "test_util.h"

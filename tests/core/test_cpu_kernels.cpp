@@ -1,4 +1,4 @@
-// The CPU kernels (src/cpu): conversions, GEMM and attention against double references, and the property the
+// The CPU kernels (src/backend/cpu): conversions, GEMM and attention against double references, and the property the
 // lossless promise rests on in every dtype: a token's result is the same bits alone and inside any step, with
 // any thread count, on either ISA path. A negative control (a GEMM whose k-chunking depends on the row count)
 // shows the invariance check can fail.
@@ -9,20 +9,20 @@
 #include <functional>
 #include <random>
 
-#include "lookahead/cpu/attention.h"
-#include "lookahead/cpu/dtype.h"
-#include "lookahead/cpu/geglu.h"
-#include "lookahead/cpu/gemm.h"
-#include "lookahead/cpu/head_norm.h"
-#include "lookahead/cpu/isa.h"
-#include "lookahead/cpu/softcap.h"
-#include "lookahead/cpu/thread_pool.h"
+#include "lookahead/backend/cpu/attention.h"
+#include "lookahead/model/dtype.h"
+#include "lookahead/backend/cpu/geglu.h"
+#include "lookahead/backend/cpu/gemm.h"
+#include "lookahead/backend/cpu/head_norm.h"
+#include "lookahead/backend/cpu/isa.h"
+#include "lookahead/backend/cpu/softcap.h"
+#include "lookahead/backend/cpu/thread_pool.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
-#include "../../src/cpu/expf_lanes.h"  // private to src/cpu: tested here directly
+#include "../../src/backend/cpu/expf_lanes.h"  // private to src/backend/cpu: tested here directly
 
 using namespace la;
 

@@ -10,7 +10,7 @@
 #include "lookahead/tokenizer/tokenizer_json.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/json_parse.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 #include "test_util.h"
 
 using namespace la;

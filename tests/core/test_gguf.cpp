@@ -1,4 +1,4 @@
-// The GGUF reader and dequantizer (src/model/gguf.cpp, src/cpu/quant.cpp, src/model/gguf_model.cpp) on the
+// The GGUF reader and dequantizer (src/model/gguf.cpp, src/model/quant.cpp, src/model/gguf_model.cpp) on the
 // known-answer file tests/core/data/gguf_fixture.gguf (tests/core/data/make_gguf_fixture.py: every metadata value
 // type, and random blocks of every supported type with their values as the `gguf` package's numpy code
 // dequantizes them), on truncated and corrupted copies of it, and on small files written here.
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "lookahead/cpu/quant.h"
+#include "lookahead/model/quant.h"
 #include "lookahead/model/gguf.h"
 #include "lookahead/model/gguf_model.h"
 #include "lookahead/util/error.h"

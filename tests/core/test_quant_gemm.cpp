@@ -1,4 +1,4 @@
-// The quantized GEMM (include/lookahead/cpu/gemm_quant.h) for every type it serves: the same bits as the float GEMM
+// The quantized GEMM (include/lookahead/backend/cpu/gemm_quant.h) for every type it serves: the same bits as the float GEMM
 // on the dequantized weights for every step size M = 1..40, every thread count and both ISA paths (so a row's
 // result does not depend on the rest of the step), within rounding of a double reference; and a negative control:
 // a kernel whose reduction order follows the step size is caught.
@@ -9,12 +9,12 @@
 #include <random>
 #include <vector>
 
-#include "lookahead/cpu/dtype.h"
-#include "lookahead/cpu/gemm.h"
-#include "lookahead/cpu/gemm_quant.h"
-#include "lookahead/cpu/isa.h"
-#include "lookahead/cpu/quant.h"
-#include "lookahead/cpu/thread_pool.h"
+#include "lookahead/model/dtype.h"
+#include "lookahead/backend/cpu/gemm.h"
+#include "lookahead/backend/cpu/gemm_quant.h"
+#include "lookahead/backend/cpu/isa.h"
+#include "lookahead/model/quant.h"
+#include "lookahead/backend/cpu/thread_pool.h"
 
 using namespace la;
 

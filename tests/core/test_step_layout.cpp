@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "lookahead/model/step_layout.h"
+#include "lookahead/backend/cuda/step_layout.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
 // Host-only logic of the CUDA path, tested without a GPU (CTest label cuda-static): the step attention's shared-
-// memory layouts (static_asserts in kernels/step_attention_plan.h, instantiated here for every configuration),
+// memory layouts (static_asserts in src/backend/cuda/kernels/step_attention_plan.h, instantiated here for every configuration),
 // the row tile chosen by the device's opt-in shared-memory limit, the split count, the step buckets and the
-// model-support check. The launchers call these very functions (kernels/step_attention.cu, torch_cuda_forward.cpp).
+// model-support check. The launchers call these very functions (src/backend/cuda/kernels/step_attention.cu, torch_cuda_forward.cpp).
 #include <gtest/gtest.h>
 
-#include "../../kernels/step_attention_plan.h"
-#include "../../src/model/cuda_support.h"
-#include "lookahead/model/step_layout.h"
+#include "../../src/backend/cuda/kernels/step_attention_plan.h"
+#include "../../src/backend/cuda/host/cuda_support.h"
+#include "lookahead/backend/cuda/step_layout.h"
 
 namespace la::kern {
 namespace {

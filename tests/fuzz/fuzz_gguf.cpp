@@ -4,8 +4,8 @@
 // rejection; after a successful parse every tensor must lie inside the input (its first and last bytes are read).
 // Seeds (gguf/): the reader's known-answer fixture and a tiny llama model with a SentencePiece-style vocabulary.
 #include "fuzz_common.h"
-#include "lookahead/cpu/quant.h"
-#include "lookahead/model/chat_template.h"
+#include "lookahead/model/quant.h"
+#include "lookahead/tokenizer/chat_template.h"
 #include "lookahead/model/gguf.h"
 #include "lookahead/model/gguf_model.h"
 #include "lookahead/tokenizer/gguf_tokenizer.h"

@@ -1,7 +1,7 @@
 // Fuzzes `generate --input` JSONL: every line through parse_prompt_record (as cmd_generate does). Accepted
 // records must carry a string prompt or a non-empty id list, and the ids must be the integers of the line.
 #include "fuzz_common.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -2,7 +2,7 @@
 // JsonlOutput does). A Record must be an object with an "id" that dumps (the resume key), and the checked reader
 // must never hand back a value nested deep enough to overflow the stack when dumped.
 #include "fuzz_common.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -3,7 +3,7 @@
 // must carry a string text, or ids that are exactly the line's non-negative integers; the id must print.
 #include "fuzz_common.h"
 #include "lookahead/util/json_parse.h"
-#include "lookahead/util/prompt_records.h"
+#include "lookahead/io/prompt_records.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

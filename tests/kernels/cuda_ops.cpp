@@ -15,7 +15,7 @@
 
 #include "lookahead/util/error.h"
 #include "kv_cache.h"
-#include "lookahead/model/step_layout.h"
+#include "lookahead/backend/cuda/step_layout.h"
 #include "ops.h"
 #include "step_attention.h"
 #include "verify.h"

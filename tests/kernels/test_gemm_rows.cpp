@@ -1,4 +1,4 @@
-// The fixed-configuration GEMM (kernels/gemm_rows.h) on a real GPU (skipped without one): against a double ATen
+// The fixed-configuration GEMM (src/backend/cuda/kernels/gemm_rows.h) on a real GPU (skipped without one): against a double ATen
 // reference on decode shapes, and bit-exact batch invariance of each row across M = 1..256 on the hardware's own
 // tensor cores and FMAs (the SIMT tests, tests/simt/test_simt_gemm.cpp, cannot model the tensor cores' summation
 // order). GemmRows.TimingVsCublas prints times next to cuBLAS (at::linear) and cuBLAS's own invariance across M,

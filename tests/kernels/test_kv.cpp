@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "kernel_test_util.h"
-#include "lookahead/model/step_layout.h"
+#include "lookahead/backend/cuda/step_layout.h"
 #include "kv_cache.h"
 
 using namespace la_test;

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "common.h"
-#include "lookahead/cpu/isa.h"
+#include "lookahead/backend/cpu/isa.h"
 #include "lookahead/decode/batch_runner.h"
 
 using namespace la;

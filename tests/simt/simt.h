@@ -1,6 +1,6 @@
-// SIMT emulation: runs the kernel sources of kernels/ (the very .cu/.cuh files nvcc compiles) as host C++ on the
+// SIMT emulation: runs the kernel sources of src/backend/cuda/kernels/ (the very .cu/.cuh files nvcc compiles) as host C++ on the
 // CPU, for tests on machines without a GPU (CTest label simt). The headers in tests/simt/include stand in for
-// cuda_runtime.h, cuda_fp16.h, cuda_bf16.h and mma.h; kernels/common.cuh switches its three PTX helpers
+// cuda_runtime.h, cuda_fp16.h, cuda_bf16.h and mma.h; src/backend/cuda/kernels/common.cuh switches its three PTX helpers
 // (cp.async) and the launch and dynamic-shared-memory macros on LA_SIMT.
 //
 // What it emulates:

@@ -1,4 +1,4 @@
-// The step attention kernel (kernels/step_attention.cu{h}, the very sources nvcc compiles) run on the CPU under the
+// The step attention kernel (src/backend/cuda/kernels/step_attention.cu{h}, the very sources nvcc compiles) run on the CPU under the
 // SIMT emulation (simt.h) against a double-precision reference: tree masks, GQA, the 16- and 64-row tiles, split
 // counts with the combine kernel, the device-side cache length, the row tile on an sm_86-sized shared memory, and
 // for fp16/bf16 both arithmetic paths (the default scalar one and the WMMA one, StepAttentionArgs::fast_mma).
@@ -10,7 +10,7 @@
 
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
-#include "lookahead/model/step_layout.h"
+#include "lookahead/backend/cuda/step_layout.h"
 #include "step_attention.h"
 #include "simt.h"
 #include "simt_elems.h"

@@ -1,4 +1,4 @@
-// The CUDA forward's step program (src/model/cuda_step.cpp, the very file CudaForward runs on a GPU) executed on
+// The CUDA forward's step program (src/backend/cuda/cuda_step.cpp, the very file CudaForward runs on a GPU) executed on
 // the CPU under the SIMT emulation, against the ATen forward (TorchLlama, --kernels off) on the same weights:
 // random tree steps padded to their bucket (1 .. 256) as CudaForward::run pads them, a commit of a root-to-node
 // path that is not a prefix through launch_kv_commit after each step, and the cache length read on the "device"
@@ -24,9 +24,9 @@
 #include "cuda_step.h"
 #include "gemm_rows.h"
 #include "kv_cache.h"
-#include "lookahead/model/llama.h"
+#include "lookahead/engine/llama.h"
 #include "lookahead/model/safetensors.h"
-#include "lookahead/model/step_layout.h"
+#include "lookahead/backend/cuda/step_layout.h"
 #include "ops.h"
 #include "simt.h"
 #include "simt_elems.h"
@@ -99,7 +99,7 @@ struct HostLinear final : StepLinear {
   }
 };
 
-// The fixed-configuration GEMM kernel (kernels/gemm_rows.cu) as the step program's GEMM, as a GPU would run it once
+// The fixed-configuration GEMM kernel (src/backend/cuda/kernels/gemm_rows.cu) as the step program's GEMM, as a GPU would run it once
 // it is wired into CudaForward: every output element reduced over k in one order whatever M.
 struct FixedLinear final : StepLinear {
   int calls = 0;
@@ -426,7 +426,7 @@ TEST(SimtForward, RandomGqaBiasBf16TreeStepsAllBuckets) {
   std::printf("random bf16: max |diff| / (1 + max |logit|) = %.3g\n", worst);
 }
 
-// The same with the fixed-configuration GEMM kernel as the step program's GEMM (kernels/gemm_rows.cu under the
+// The same with the fixed-configuration GEMM kernel as the step program's GEMM (src/backend/cuda/kernels/gemm_rows.cu under the
 // emulation): the whole GPU step with no cuBLAS left, against the ATen forward.
 TEST(SimtForward, RandomGqaBiasFp32FixedGemmAllBuckets) {
   Timer tm{"random fp32, fixed GEMM"};
@@ -438,7 +438,7 @@ TEST(SimtForward, RandomGqaBiasFp32FixedGemmAllBuckets) {
 
 // Batch invariance of the whole fp32 step program with the fixed GEMM: a chain of three tokens gives the same logit
 // bits alone (bucket 8) and as the first chain of trees of 40 and 200 tokens (buckets 64 and 256), the attention
-// splits being fixed by absolute position (kernels/step_attention_plan.h) and every other kernel and the GEMM
+// splits being fixed by absolute position (src/backend/cuda/kernels/step_attention_plan.h) and every other kernel and the GEMM
 // computing a row from that row alone. The negative control: a GEMM whose k order depends on M breaks it.
 std::vector<std::vector<float>> first_chain_logits(const std::string& dir, StepLinear& gemm) {
   const ModelConfig cfg = model_config_of(dir);

@@ -1,4 +1,4 @@
-// The fixed-configuration GEMM of a step's rows (kernels/gemm_rows.cu: the very source nvcc compiles) under the
+// The fixed-configuration GEMM of a step's rows (src/backend/cuda/kernels/gemm_rows.cu: the very source nvcc compiles) under the
 // SIMT emulation (simt.h): against a double-precision host reference (bias and none, N and K tails, row pitches
 // larger than the rows, the unaligned scalar load path), its argument checks, and bit-exact batch invariance: a
 // row's output is the same bits at M = 1, 2, 15, 16, 17, 64, 255, 256, at any position in the step, whatever the

@@ -1,4 +1,4 @@
-// Batch invariance of the step attention kernel (kernels/step_attention.cuh, the very source nvcc compiles) under
+// Batch invariance of the step attention kernel (src/backend/cuda/kernels/step_attention.cuh, the very source nvcc compiles) under
 // the SIMT emulation: a token's attention output must be the same BITS when it is decoded alone (plain decoding of
 // its root-to-token path: a 1-token step over a cache holding the context and the path) and inside a tree step of
 // any size, at any cache length, for every configuration the launcher can pick (16- and 64-row tiles, sm_90- and
@@ -18,7 +18,7 @@
 
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
-#include "lookahead/model/step_layout.h"
+#include "lookahead/backend/cuda/step_layout.h"
 #include "step_attention.h"
 #include "simt.h"
 #include "simt_elems.h"

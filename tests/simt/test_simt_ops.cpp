@@ -1,4 +1,4 @@
-// The element-wise, KV-cache and argmax kernels (kernels/ops.cu, kv_cache.cu, verify.cu: the very sources nvcc
+// The element-wise, KV-cache and argmax kernels (src/backend/cuda/kernels/ops.cu, kv_cache.cu, verify.cu: the very sources nvcc
 // compiles) run on the CPU under the SIMT emulation (simt.h) against host references: RMSNorm with the residual
 // add (vector and scalar paths), RoPE (HF rotate-half, rounding per op), SwiGLU (fused and split inputs), the KV
 // append at a device-side length, the in-place commit of an accepted path over several caches, and the row argmax

@@ -44,7 +44,7 @@ struct GgufValue {
 
 struct GgufTensor {
   std::string name;
-  uint32_t type = 0;              // ggml type number (lookahead/cpu/quant.h)
+  uint32_t type = 0;              // ggml type number (lookahead/model/quant.h)
   std::vector<int64_t> ne;        // dimensions, innermost first (ne[0] = row length); row-major shape = reversed
   uint64_t offset = 0;            // from the start of the data section
   const uint8_t* data = nullptr;  // into the mapping

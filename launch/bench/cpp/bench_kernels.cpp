@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "lookahead/model/step_layout.h"
+#include "lookahead/backend/cuda/step_layout.h"
 #include "step_attention.h"
 
 namespace {

@@ -1,0 +1,122 @@
+// The CPU step forward (no libtorch): a Llama-family step over the committed KV cache with this folder's kernels
+// and one thread pool. TorchLlama (src/engine/torch_llama.cpp) owns the weights and the cache and hands this
+// class the GEMM's panel copies of the matrices (made once per model, shared by its forks) and raw views of the
+// rest; the ATen forward stays the reference (--kernels off). Memory: the panel copies are a second copy of the
+// matrices next to the ATen tensors, which stay for --kernels off forks and the weights' checksum.
+//
+// One step of T tokens, activations in fp32, weights and the KV cache in the model's dtype:
+//   x = embed[tokens]
+//   per layer: h = rmsnorm(x) ; qkv = h Wqkv^T (+b) ; rope(q, k) ; cache[L + i] = k, v (rounded to the dtype)
+//              x += attention(q, cache | ancestors) Wo^T (+b) ; h = rmsnorm(x) ; x += swiglu(h Wgu^T) Wd^T
+//   logits = rmsnorm(x) Wlm^T   (fp32, [T, V])
+// and the features of the Llama relatives (ModelConfig's feature fields), each as the ATen reference does it:
+//   Qwen3, Gemma-3: per-head RMSNorm of q and k before RoPE (head_norm.h);  Phi-3 variants: RoPE on the first
+//   rotary() dims only (rope.h);  Gemma: GeGLU (geglu.h), RMSNorm scaling by (1 + w) (w + 1 widened to fp32 once,
+//   then rmsnorm.h), embeddings times sqrt(hidden) rounded to the dtype, sandwich norms (x += norm(attention),
+//   x += norm(mlp(norm(x)))), attention scale 1/sqrt(query_pre_attn_scalar); Gemma-2: attention-score and
+//   final-logit soft-capping (attention.h, softcap.h); sliding-window layers (Mistral, Phi-3, Gemma-2/3): keys
+//   at positions <= pos - window hidden, counted along each token's own path (attention.h); Gemma-3: the sliding
+//   layers' own RoPE tables (local base). The cache keeps every row (no ring buffer): a window only limits reads.
+// Every kernel keeps a fixed reduction order per output element (see each header), so a token's logits are the
+// same bits alone, inside any tree of any size, at any cache length, with any thread count, on any rank.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lookahead/backend/cpu/attention.h"
+#include "lookahead/backend/cpu/gemm.h"
+#include "lookahead/model/config.h"
+#include "lookahead/model/step_model.h"
+
+namespace la {
+
+class ThreadPool;
+
+// The weights the kernels read: the GEMM's panel copies (pack_weight, shared by every replica of the model) and
+// raw views of the small vectors.
+struct CpuLayerView {
+  PackedWeight wqkv, wo, wgu, wd;
+  const void* ln1 = nullptr;   // [hidden]
+  const void* ln2 = nullptr;
+  const void* bqkv = nullptr;  // [q + 2 kv] or null
+  const void* bo = nullptr;    // [hidden] or null
+  const void* qn = nullptr;    // [head_dim] q/k norms (Qwen3, Gemma-3) or null
+  const void* kn = nullptr;
+  const void* ln_pre_ff = nullptr;   // [hidden] Gemma-2/3's norms around the MLP (ln2 then norms the attention
+  const void* ln_post_ff = nullptr;  // output), or null
+};
+
+struct CpuModelView {
+  WType type = WType::F32;
+  const void* embed = nullptr;  // [vocab, hidden]
+  const void* norm = nullptr;   // [hidden]
+  PackedWeight lm_head;
+  std::vector<CpuLayerView> layers;
+  const float* rope_cos = nullptr;  // [max_positions, head_dim] fp32
+  const float* rope_sin = nullptr;
+  const float* rope_cos_local = nullptr;  // Gemma-3's sliding layers (own base), or null: they use the above
+  const float* rope_sin_local = nullptr;
+};
+
+// A KV cache as the kernels see it: per layer [capacity, kv_heads, head_dim] of the model's type.
+struct CpuCache {
+  std::vector<void*> k, v;
+  int capacity = 0;
+};
+
+// One sequence of a batched step: its step (parents relative to it), its cache and committed rows. Its rows follow
+// the previous segment's in the forward's activations and logits.
+struct CpuSegment {
+  const StepInput* in = nullptr;
+  const CpuCache* cache = nullptr;
+  int L = 0;
+};
+
+class CpuForward {
+ public:
+  // Why these kernels cannot serve the model ("" when they can).
+  static std::string unsupported_reason(const ModelConfig& cfg);
+
+  CpuForward(const ModelConfig& cfg, const CpuModelView& w, std::shared_ptr<ThreadPool> pool);
+  ~CpuForward();
+
+  // The cache: per layer [capacity, kv_heads, head_dim] of the model's type (call again after reallocating).
+  void set_cache(const std::vector<void*>& k, const std::vector<void*>& v, int capacity);
+  const CpuCache& cache() const { return cache_; }
+  // Runs the step on L committed rows (writes K/V rows L .. L+T-1; the caller guarantees capacity) and returns the
+  // [T, vocab] fp32 logits, valid until the next run. Buffers grow to the largest step seen, never shrink.
+  const float* run(const StepInput& in, int L);
+  // Several sequences (requests) in one forward: every GEMM runs over all their rows at once, each row's
+  // attention reads its own segment's cache and ancestors. Returns the [sum T, vocab] logits, segment by segment.
+  // A row's logits are the same bits as in a forward of its segment alone (the kernels' reduction orders never
+  // depend on the rows beside it).
+  const float* run(const CpuSegment* segs, int n);
+  // Per-row argmax of rows row0 .. row0+T-1 of the last run's logits (lowest index on ties, as ATen's argmax).
+  void argmax(int T, int32_t* out, int row0 = 0) const;
+  // Commit in place: rows L + idx[j] -> L + j of every layer (idx strictly increasing with idx[j] >= j).
+  void commit_rows(const std::vector<int32_t>& idx, int L);
+
+  int threads() const;
+  std::string describe() const;
+
+ private:
+  void grow(int T, int keys);
+  void layer(int l, const CpuSegment* segs, int n, int T);
+
+  ModelConfig cfg_;
+  CpuModelView w_;
+  std::shared_ptr<ThreadPool> pool_;
+  std::vector<float> ln1_, ln2_, bqkv_, bo_, norm_;  // per layer, widened to fp32 (small); Gemma: 1 + w
+  std::vector<float> qn_, kn_, pre_ff_, post_ff_;     // the same for the optional norms (empty when absent)
+  float embed_scale_ = 1.f;                           // Gemma: sqrt(hidden) rounded to the dtype
+  CpuCache cache_;
+  int rows_ = 0;
+  std::vector<int32_t> positions_;      // the step's positions, segment after segment
+  std::vector<AttentionSegment> att_;  // per segment, its layer's cache set per layer
+  std::vector<float> x_, h_, a_, qkv_, attn_, gu_, act_, logits_;  // a_: a branch's output before its sandwich norm
+  AttentionScratch att_scratch_;
+};
+
+}  // namespace la

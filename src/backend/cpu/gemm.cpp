@@ -1,0 +1,278 @@
+// The CPU GEMM (what it computes, the panel layout, and why the order is fixed: include/lookahead/backend/cpu/gemm.h).
+//
+// One loop structure serves both ISA paths: a tile of P panels x C token rows keeps P x C accumulators of 8 lanes
+// (AVX2 registers, or arrays updated with std::fma) and walks k in order. Only functions marked LA_AVX2 use
+// AVX2/FMA/F16C instructions, and they run only when cpu_isa() says this CPU has them. Floating-point contraction
+// is off for this folder (CMakeLists.txt), so no other multiply-add is fused differently by the two paths.
+#include "lookahead/backend/cpu/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "lookahead/backend/cpu/gemm_quant.h"
+#include "lookahead/backend/cpu/isa.h"
+#include "lookahead/backend/cpu/thread_pool.h"
+#include "lookahead/util/error.h"
+
+#include "avx2_lanes.h"
+
+namespace la {
+namespace {
+
+constexpr int kLanes = 8;       // weight rows per panel
+constexpr int kMaxAcc = 12;     // accumulators per tile (with the preloaded operands: at most 16 AVX2 registers)
+constexpr int kMaxPanels = 4;   // panels per tile
+constexpr int kMaxCols = 4;     // token rows per tile
+
+// The tile for a step of M rows (P panels x C token rows). Up to 3 rows, one tile holds every row and 4 panels
+// (4 to 12 accumulator chains hide the FMA latency; each weight is read once, at the memory's pace). From 4 rows,
+// 3 panels x 4 rows: 12 accumulators + 3 weight vectors + 1 broadcast fill the 16 AVX2 registers, and the block
+// of 3 panels stays in L1/L2 while every 4-row tile reuses it. Measured on the 2-core EPYC (AVX2), a whole
+// SmolLM2 pass of GEMMs with 2 threads: 3 x 4 beat one-pass tiles of 1 x 8, 1 x 12, 2 x 6 and 2 x 4 at M = 8..32
+// (21.6 vs 25.5-26.7 ms at M = 8), and 4 x 3 with the weights held first spilled (29.5 ms).
+struct TileShape {
+  int panels, cols;
+};
+TileShape tile_shape(int M) { return M <= 3 ? TileShape{4, M} : TileShape{3, 4}; }
+
+size_t panel_elems(int K) { return size_t(K) * kLanes; }
+
+// ---- the tile: acc[p][c][l] = sum over k in order of fma(w[panel p0+p][k][l], x[t0+c][k]) ------------------------
+template <WType WT>
+inline void load_lanes_portable(const void* w, size_t idx, float* out) {
+  for (int l = 0; l < kLanes; ++l) out[l] = load_f32(w, WT, long(idx + l));
+}
+
+template <WType WT, int P, int C>
+void tile_portable(const float* x, int K, const void* w, int p0, int t0, float* out) {
+  float acc[P][C][kLanes] = {};
+  for (int k = 0; k < K; ++k) {
+    for (int p = 0; p < P; ++p) {
+      float wv[kLanes];
+      load_lanes_portable<WT>(w, (size_t(p0 + p) * K + k) * kLanes, wv);
+      for (int c = 0; c < C; ++c) {
+        const float xv = x[size_t(t0 + c) * K + k];
+        for (int l = 0; l < kLanes; ++l) acc[p][c][l] = std::fma(wv[l], xv, acc[p][c][l]);
+      }
+    }
+  }
+  std::memcpy(out, acc, sizeof(acc));
+}
+
+#if defined(__x86_64__)
+// The smaller operand side is loaded first and held (P weight vectors, or C broadcasts), the other streamed, so
+// that P x C accumulators + min(P, C) + 1 registers fit in 16. Either order does the same fma per accumulator.
+template <WType WT, int P, int C>
+LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int p0, int t0, float* out) {
+  __m256 acc[P][C];
+  for (int p = 0; p < P; ++p)
+    for (int c = 0; c < C; ++c) acc[p][c] = _mm256_setzero_ps();
+  const float* xr[C];
+  for (int c = 0; c < C; ++c) xr[c] = x + size_t(t0 + c) * K;
+  const size_t base = size_t(p0) * K * kLanes, stride = size_t(K) * kLanes;
+  for (int k = 0; k < K; ++k) {
+    const size_t wk = base + size_t(k) * kLanes;
+    if constexpr (P <= C) {
+      __m256 wv[P];
+      for (int p = 0; p < P; ++p) wv[p] = wload_avx2<WT>(w, wk + p * stride);
+      for (int c = 0; c < C; ++c) {
+        const __m256 xb = _mm256_broadcast_ss(xr[c] + k);
+        for (int p = 0; p < P; ++p) acc[p][c] = _mm256_fmadd_ps(wv[p], xb, acc[p][c]);
+      }
+    } else {
+      __m256 xb[C];
+      for (int c = 0; c < C; ++c) xb[c] = _mm256_broadcast_ss(xr[c] + k);
+      for (int p = 0; p < P; ++p) {
+        const __m256 wv = wload_avx2<WT>(w, wk + p * stride);
+        for (int c = 0; c < C; ++c) acc[p][c] = _mm256_fmadd_ps(wv, xb[c], acc[p][c]);
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p)
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + (p * C + c) * kLanes, acc[p][c]);
+}
+#endif
+
+// ---- dispatch over tile shapes: table[type][P - 1][C - 1] for P <= 4, C <= 4, P x C <= 12 ---------------------
+using TileFn = void (*)(const float*, int, const void*, int, int, float*);
+
+template <WType WT, int P, int C>
+TileFn tile_fn(bool avx2) {
+  if constexpr (P * C > kMaxAcc) {
+    return nullptr;
+  } else {
+#if defined(__x86_64__)
+    if (avx2) return &tile_avx2<WT, P, C>;
+#endif
+    return &tile_portable<WT, P, C>;
+  }
+}
+
+template <WType WT, int P, int... Cs>
+void fill_row(TileFn* row, bool avx2, std::integer_sequence<int, Cs...>) {
+  ((row[Cs] = tile_fn<WT, P, Cs + 1>(avx2)), ...);
+}
+
+struct TileTable {
+  TileFn fn[3][kMaxPanels][kMaxCols] = {};
+  template <WType WT>
+  void fill(int i, bool avx2) {
+    fill_row<WT, 1>(fn[i][0], avx2, std::make_integer_sequence<int, kMaxCols>{});
+    fill_row<WT, 2>(fn[i][1], avx2, std::make_integer_sequence<int, kMaxCols>{});
+    fill_row<WT, 3>(fn[i][2], avx2, std::make_integer_sequence<int, kMaxCols>{});
+    fill_row<WT, 4>(fn[i][3], avx2, std::make_integer_sequence<int, kMaxCols>{});
+  }
+  explicit TileTable(bool avx2) {
+    fill<WType::F32>(0, avx2);
+    fill<WType::BF16>(1, avx2);
+    fill<WType::F16>(2, avx2);
+  }
+};
+
+TileFn tile_for(WType wt, int p, int c, bool avx2) {
+  static const TileTable portable(false), fast(true);
+  const int i = wt == WType::F32 ? 0 : wt == WType::BF16 ? 1 : 2;
+  return (avx2 ? fast : portable).fn[i][p - 1][c - 1];
+}
+
+// The epilogue: y = (acc + bias) (+ y) lane by lane, rows < N only. The AVX2 form does the same two IEEE adds per
+// lane on whole panels, so both give the same bits.
+void store_tile_portable(const float* acc, int P, int C, int p0, int t0, int N, const GemmOut& o) {
+  for (int p = 0; p < P; ++p)
+    for (int c = 0; c < C; ++c) {
+      const float* a = acc + (p * C + c) * kLanes;
+      const int n0 = (p0 + p) * kLanes;
+      float* y = o.y + size_t(t0 + c) * o.ldy;
+      for (int l = 0; l < kLanes && n0 + l < N; ++l) {
+        float s = a[l];
+        if (o.bias) s += o.bias[n0 + l];
+        y[n0 + l] = o.accumulate ? y[n0 + l] + s : s;
+      }
+    }
+}
+
+#if defined(__x86_64__)
+LA_AVX2 void store_tile_avx2(const float* acc, int P, int C, int p0, int t0, int N, const GemmOut& o) {
+  if ((p0 + P) * kLanes > N) return store_tile_portable(acc, P, C, p0, t0, N, o);  // a padded panel: lane by lane
+  for (int p = 0; p < P; ++p) {
+    const int n0 = (p0 + p) * kLanes;
+    const __m256 b = o.bias ? _mm256_loadu_ps(o.bias + n0) : _mm256_setzero_ps();
+    for (int c = 0; c < C; ++c) {
+      __m256 s = _mm256_loadu_ps(acc + (p * C + c) * kLanes);
+      if (o.bias) s = _mm256_add_ps(s, b);
+      float* y = o.y + size_t(t0 + c) * o.ldy + n0;
+      _mm256_storeu_ps(y, o.accumulate ? _mm256_add_ps(_mm256_loadu_ps(y), s) : s);
+    }
+  }
+}
+#endif
+
+void store_tile(const float* acc, int P, int C, int p0, int t0, int N, const GemmOut& o, bool avx2) {
+#if defined(__x86_64__)
+  if (avx2) return store_tile_avx2(acc, P, C, p0, t0, N, o);
+#endif
+  store_tile_portable(acc, P, C, p0, t0, N, o);
+}
+
+// Panel p, k, lane l <- row 8p + l, column k: reads 8 rows side by side and writes each panel in order.
+template <class E>
+void pack_panels(const E* src, int N, int K, E* dst) {
+  for (int p = 0; p < (N + kLanes - 1) / kLanes; ++p) {
+    const int rows = std::min(kLanes, N - p * kLanes);
+    E* d = dst + size_t(p) * panel_elems(K);
+    for (int l = 0; l < rows; ++l) {
+      const E* s = src + size_t(p * kLanes + l) * K;
+      for (int k = 0; k < K; ++k) d[size_t(k) * kLanes + l] = s[k];
+    }
+  }
+}
+
+}  // namespace
+
+PackedWeight pack_weight(const WeightView& w) {
+  LA_CHECK(w.rows > 0 && w.cols > 0 && w.data != nullptr, "pack_weight: empty weight");
+  PackedWeight p;
+  p.type = w.type;
+  p.rows = w.rows;
+  p.cols = w.cols;
+  const size_t es = size_t(wtype_size(w.type));
+  const size_t bytes = size_t(p.panels()) * panel_elems(w.cols) * es;
+  void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  LA_CHECK(buf != nullptr, "pack_weight: cannot allocate ", bytes, " bytes");
+  std::memset(buf, 0, bytes);
+  if (es == 4) {
+    pack_panels(static_cast<const uint32_t*>(w.data), w.rows, w.cols, static_cast<uint32_t*>(buf));
+  } else {
+    pack_panels(static_cast<const uint16_t*>(w.data), w.rows, w.cols, static_cast<uint16_t*>(buf));
+  }
+  p.data = buf;
+  p.storage = std::shared_ptr<const void>(buf, [](const void* q) { std::free(const_cast<void*>(q)); });
+  return p;
+}
+
+void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o) {
+  if (w.quantized) return gemm_quant_panels(x, M, w, p0, p1, o);
+  const bool avx2 = cpu_isa() == CpuIsa::Avx2;
+  const TileShape ts = tile_shape(M);
+  float acc[kMaxAcc * kLanes];
+  for (int p = p0; p < p1; p += ts.panels) {
+    const int P = std::min(ts.panels, p1 - p);
+    for (int t = 0; t < M; t += ts.cols) {
+      const int C = std::min(ts.cols, M - t);
+      tile_for(w.type, P, C, avx2)(x, w.cols, w.data, p, t, acc);
+      store_tile(acc, P, C, p, t, w.rows, o, avx2);
+    }
+  }
+}
+
+void gemm(ThreadPool& pool, const float* x, int M, const PackedWeight& w, const GemmOut& o) {
+  const int panels = w.panels();
+  const double macs = double(M) * w.rows * w.cols;
+  const int P = macs < 65536.0 ? 1 : pool.size();  // tiny products: a region costs more than the work
+  auto part = [&](int i, int n) {
+    const int b0 = int(int64_t(panels) * i / n), b1 = int(int64_t(panels) * (i + 1) / n);
+    if (b0 >= b1) return;
+    gemm_panels(x, M, w, b0, b1, o);
+  };
+  if (P == 1) {
+    part(0, 1);
+  } else {
+    pool.run(part);
+  }
+}
+
+// ---- the 8-lane dot product (RMSNorm) -------------------------------------------------------------------------
+namespace {
+float dot_portable(const float* a, const float* b, int K) {
+  float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const int K8 = K & ~7;
+  for (int k = 0; k < K8; k += 8)
+    for (int l = 0; l < 8; ++l) v[l] = std::fma(b[k + l], a[k + l], v[l]);
+  float s = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+  for (int k = K8; k < K; ++k) s = std::fma(b[k], a[k], s);
+  return s;
+}
+#if defined(__x86_64__)
+LA_AVX2 float dot_avx2(const float* a, const float* b, int K) {
+  __m256 acc = _mm256_setzero_ps();
+  const int K8 = K & ~7;
+  for (int k = 0; k < K8; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(b + k), _mm256_loadu_ps(a + k), acc);
+  float s = fold_avx2(acc);
+  for (int k = K8; k < K; ++k) s = std::fma(b[k], a[k], s);
+  return s;
+}
+#endif
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int K) {
+#if defined(__x86_64__)
+  if (cpu_isa() == CpuIsa::Avx2) return dot_avx2(a, b, K);
+#endif
+  return dot_portable(a, b, K);
+}
+
+}  // namespace la

@@ -1,0 +1,524 @@
+// The quantized GEMM (layout and fixed order: include/lookahead/backend/cpu/gemm_quant.h).
+//
+// Steps of 1-3 rows: a tile is up to 4 panels (8 weight rows each) x C token rows (4 x C independent accumulator
+// chains of 8 lanes): per k each panel's 8 rows' codes are widened to fp32 in registers (4-bit: one uint32 broadcast, shifted per lane; 8-bit: 8 bytes
+// sign-extended), scaled by the group's A (and offset by B), and fused-multiply-added into each row's accumulator.
+// Steps of 4 rows or more widen each group of 3 panels once into a buffer, then run every token row over it in
+// tiles of 3 panels x 4 rows (accumulators kept between groups): the same operations per output, in the same order. Only functions
+// marked LA_AVX2 use AVX2/FMA; the portable path does the same scalar operations (std::fma) in the same order, so
+// both give the same bits. Compiled with -ffp-contract=off (every src/backend/cpu file).
+#include "lookahead/backend/cpu/gemm_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "lookahead/model/dtype.h"
+#include "lookahead/backend/cpu/isa.h"
+#include "lookahead/model/quant.h"
+#include "lookahead/util/error.h"
+
+#include "avx2_lanes.h"
+
+namespace la {
+namespace {
+
+constexpr int kLanes = 8;
+
+// How a type's codes and scales are laid out in the panels.
+struct Format {
+  bool nibble;   // 4-bit codes (one uint32 per k), else int8 codes
+  bool offset;   // B present
+  int group;     // k per group (32, or 16 for Q6_K)
+  int zero;      // 4-bit codes: subtracted before widening (Q4_0: 8)
+  int code_bytes() const { return nibble ? 4 : 8; }
+  size_t group_bytes() const { return size_t(offset ? 64 : 32) + size_t(group) * code_bytes(); }
+};
+
+bool format_of(uint32_t t, Format& f) {
+  switch (static_cast<QType>(t)) {
+    case QType::Q4_0: f = {true, false, 32, 8}; return true;
+    case QType::Q4_1: f = {true, true, 32, 0}; return true;
+    case QType::Q4_K: f = {true, true, 32, 0}; return true;
+    case QType::Q5_0: f = {false, false, 32, 0}; return true;
+    case QType::Q5_1: f = {false, true, 32, 0}; return true;
+    case QType::Q5_K: f = {false, true, 32, 0}; return true;
+    case QType::Q8_0: f = {false, false, 32, 0}; return true;
+    case QType::Q6_K: f = {false, false, 16, 0}; return true;
+    default: return false;
+  }
+}
+
+inline float half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& mn) {  // as quant.cpp (Q4_K/Q5_K scales)
+  if (j < 4) {
+    sc = s[j] & 63;
+    mn = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// One block of one row split into per-group A, B and per-element codes (the integer the kernel widens: for 4-bit
+// types the raw 0..15, the kernel subtracting `zero`; for others the code itself, zero point already removed).
+// The dequantized element is A[g] * float(code) + B[g], with the operations of quant.cpp.
+void split_block(uint32_t t, const uint8_t* b, float* A, float* B, int* code) {
+  switch (static_cast<QType>(t)) {
+    case QType::Q4_0:
+    case QType::Q4_1: {
+      const bool min = t == uint32_t(QType::Q4_1);
+      A[0] = half(b);
+      B[0] = min ? half(b + 2) : -0.0f;
+      const uint8_t* qs = b + (min ? 4 : 2);
+      for (int j = 0; j < 16; ++j) code[j] = qs[j] & 0xF, code[j + 16] = qs[j] >> 4;
+      return;
+    }
+    case QType::Q5_0:
+    case QType::Q5_1: {
+      const bool min = t == uint32_t(QType::Q5_1);
+      A[0] = half(b);
+      B[0] = min ? half(b + 2) : -0.0f;
+      uint32_t qh;
+      std::memcpy(&qh, b + (min ? 4 : 2), 4);
+      const uint8_t* qs = b + (min ? 8 : 6);
+      for (int j = 0; j < 16; ++j) {
+        code[j] = int((qs[j] & 0xF) | (((qh >> j) & 1u) << 4)) - (min ? 0 : 16);
+        code[j + 16] = int((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - (min ? 0 : 16);
+      }
+      return;
+    }
+    case QType::Q8_0: {
+      A[0] = half(b);
+      B[0] = -0.0f;
+      for (int j = 0; j < 32; ++j) code[j] = static_cast<int8_t>(b[2 + j]);
+      return;
+    }
+    case QType::Q4_K:
+    case QType::Q5_K: {
+      const bool five = t == uint32_t(QType::Q5_K);
+      const float d = half(b), dmin = half(b + 2);
+      const uint8_t* sc = b + 4;
+      const uint8_t* qh = b + 16;
+      const uint8_t* q = b + (five ? 48 : 16);
+      for (int g = 0; g < 8; ++g) {
+        int s, m;
+        scale_min_k4(g, sc, s, m);
+        A[g] = d * float(s);
+        B[g] = -(dmin * float(m));
+      }
+      for (int g = 0; g < 4; ++g)
+        for (int l = 0; l < 32; ++l) {
+          int lo = q[32 * g + l] & 0xF, hi = q[32 * g + l] >> 4;
+          if (five) lo |= ((qh[l] >> (2 * g)) & 1) << 4, hi |= ((qh[l] >> (2 * g + 1)) & 1) << 4;
+          code[64 * g + l] = lo;
+          code[64 * g + 32 + l] = hi;
+        }
+      return;
+    }
+    case QType::Q6_K: {
+      const uint8_t* ql = b;
+      const uint8_t* qh = b + 128;
+      const int8_t* S = reinterpret_cast<const int8_t*>(b + 192);
+      const float d = half(b + 208);
+      for (int g = 0; g < 16; ++g) A[g] = d * float(S[g]), B[g] = -0.0f;
+      for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t* L = ql + 64 * h;
+          const uint8_t H = qh[32 * h + l];
+          int* c = code + 128 * h;
+          c[l] = int((L[l] & 0xF) | ((H & 3) << 4)) - 32;
+          c[l + 32] = int((L[l + 32] & 0xF) | (((H >> 2) & 3) << 4)) - 32;
+          c[l + 64] = int((L[l] >> 4) | (((H >> 4) & 3) << 4)) - 32;
+          c[l + 96] = int((L[l + 32] >> 4) | (((H >> 6) & 3) << 4)) - 32;
+        }
+      return;
+    }
+    default: return;
+  }
+}
+
+// ---- tiles of steps of 1-3 rows: P panels (independent accumulator chains) x C token rows ------------------------
+// acc[q][c][l] = sum over k in order of fma(w[8 (p0 + q) + l][k], x[t0 + c][k]); panels are panel_bytes apart.
+template <bool NIB, bool OFF, int P, int C>
+void tile_portable(const float* x, int K, const uint8_t* panel, size_t panel_bytes, const Format& f, int t0,
+                   float* out) {
+  float acc[P][C][kLanes] = {};
+  const size_t gb = f.group_bytes();
+  for (int k0 = 0, gi = 0; k0 < K; k0 += f.group, ++gi)
+    for (int kk = 0; kk < f.group; ++kk)
+      for (int q = 0; q < P; ++q) {
+        const uint8_t* g = panel + size_t(q) * panel_bytes + size_t(gi) * gb;
+        const uint8_t* codes = g + (OFF ? 64 : 32);
+        float w[kLanes];
+        for (int l = 0; l < kLanes; ++l) {
+          int c;
+          if (NIB) {
+            uint32_t u;
+            std::memcpy(&u, codes + 4 * kk, 4);
+            c = int((u >> (4 * l)) & 0xF) - f.zero;
+          } else {
+            c = static_cast<int8_t>(codes[8 * kk + l]);
+          }
+          float A, B;
+          std::memcpy(&A, g + 4 * l, 4);
+          w[l] = A * float(c);
+          if (OFF) {
+            std::memcpy(&B, g + 32 + 4 * l, 4);
+            w[l] = w[l] + B;
+          }
+        }
+        for (int t = 0; t < C; ++t) {
+          const float xv = x[size_t(t0 + t) * K + k0 + kk];
+          for (int l = 0; l < kLanes; ++l) acc[q][t][l] = std::fma(w[l], xv, acc[q][t][l]);
+        }
+      }
+  std::memcpy(out, acc, sizeof(acc));
+}
+
+#if defined(__x86_64__)
+// The group length is a constant (GG) so that the accumulators stay in registers (see run_buf_avx2_g); A and B
+// are read from L1 as memory operands.
+template <bool NIB, bool OFF, int P, int C, int GG>
+LA_AVX2 void tile_avx2_g(const float* x, int K, const uint8_t* panel, size_t panel_bytes, int zero_point, int t0,
+                         float* out) {
+  constexpr int G = GG;
+  constexpr size_t gb = size_t(OFF ? 64 : 32) + size_t(G) * (NIB ? 4 : 8);
+  __m256 acc[P][C];
+  for (int q = 0; q < P; ++q)
+    for (int t = 0; t < C; ++t) acc[q][t] = _mm256_setzero_ps();
+  const float* xr[C];
+  for (int t = 0; t < C; ++t) xr[t] = x + size_t(t0 + t) * K;
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i mask = _mm256_set1_epi32(0xF);
+  const __m256i zero = _mm256_set1_epi32(zero_point);
+  for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {
+    for (int kk = 0; kk < G; ++kk) {
+      __m256 w[P];
+      for (int q = 0; q < P; ++q) {
+        const uint8_t* g = panel + size_t(q) * panel_bytes + size_t(gi) * gb;
+        const uint8_t* codes = g + (OFF ? 64 : 32);
+        __m256i c;
+        if constexpr (NIB) {
+          uint32_t u;
+          std::memcpy(&u, codes + 4 * kk, 4);
+          c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts), mask);
+          if (zero_point) c = _mm256_sub_epi32(c, zero);
+        } else {
+          c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
+        }
+        w[q] = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(g)), _mm256_cvtepi32_ps(c));
+        if constexpr (OFF) w[q] = _mm256_add_ps(w[q], _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)));
+      }
+      for (int t = 0; t < C; ++t) {
+        const __m256 xb = _mm256_broadcast_ss(xr[t] + k0 + kk);
+        for (int q = 0; q < P; ++q) acc[q][t] = _mm256_fmadd_ps(w[q], xb, acc[q][t]);
+      }
+    }
+  }
+  for (int q = 0; q < P; ++q)
+    for (int t = 0; t < C; ++t) _mm256_storeu_ps(out + (q * C + t) * kLanes, acc[q][t]);
+}
+
+template <bool NIB, bool OFF, int P, int C>
+LA_AVX2 void tile_avx2(const float* x, int K, const uint8_t* panel, size_t panel_bytes, const Format& f, int t0,
+                       float* out) {
+  if (f.group == 32) return tile_avx2_g<NIB, OFF, P, C, 32>(x, K, panel, panel_bytes, f.zero, t0, out);
+  tile_avx2_g<NIB, OFF, P, C, 16>(x, K, panel, panel_bytes, f.zero, t0, out);
+}
+#endif
+
+// ---- steps of several rows: a group is widened once into wbuf[G][8] and every token row runs over it ----------
+// Each output keeps one accumulator (in acc, between groups) and still walks k in order with the same fma, so the
+// bits are the direct tile's; the group's widening is paid once per step instead of once per 8 rows.
+template <bool NIB, bool OFF>
+void widen_portable(const uint8_t* g, const Format& f, float* wbuf) {
+  const float* A = reinterpret_cast<const float*>(g);
+  const float* B = reinterpret_cast<const float*>(g + 32);
+  const uint8_t* codes = g + (OFF ? 64 : 32);
+  for (int kk = 0; kk < f.group; ++kk)
+    for (int l = 0; l < kLanes; ++l) {
+      int c;
+      if (NIB) {
+        uint32_t u;
+        std::memcpy(&u, codes + 4 * kk, 4);
+        c = int((u >> (4 * l)) & 0xF) - f.zero;
+      } else {
+        c = static_cast<int8_t>(codes[8 * kk + l]);
+      }
+      float a, w;
+      std::memcpy(&a, A + l, 4);
+      w = a * float(c);
+      if (OFF) {
+        float b;
+        std::memcpy(&b, B + l, 4);
+        w = w + b;
+      }
+      wbuf[kk * kLanes + l] = w;
+    }
+}
+
+// acc[q][t][l] (q < P panels of the block, t < M rows) += wbuf[q][kk][l] * x[t][k0 + kk] for kk = 0 .. G-1 in
+// order, for token rows t0 .. t0+C-1: P weight vectors x C broadcasts per kk, as the float GEMM's 3 x 4 tile.
+template <int P, int C>
+void run_buf_portable(const float* x, int K, int k0, int G, const float* wbuf, int t0, int M, float* acc) {
+  for (int kk = 0; kk < G; ++kk)
+    for (int t = 0; t < C; ++t) {
+      const float xv = x[size_t(t0 + t) * K + k0 + kk];
+      for (int q = 0; q < P; ++q)
+        for (int l = 0; l < kLanes; ++l) {
+          float& a = acc[(size_t(q) * M + t0 + t) * kLanes + l];
+          a = std::fma(wbuf[(q * G + kk) * kLanes + l], xv, a);
+        }
+    }
+}
+
+#if defined(__x86_64__)
+template <bool NIB, bool OFF>
+LA_AVX2 void widen_avx2(const uint8_t* g, const Format& f, float* wbuf) {
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i mask = _mm256_set1_epi32(0xF), zero = _mm256_set1_epi32(f.zero);
+  const __m256 A = _mm256_loadu_ps(reinterpret_cast<const float*>(g));
+  const __m256 B = OFF ? _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)) : _mm256_setzero_ps();
+  const uint8_t* codes = g + (OFF ? 64 : 32);
+  for (int kk = 0; kk < f.group; ++kk) {
+    __m256i c;
+    if constexpr (NIB) {
+      uint32_t u;
+      std::memcpy(&u, codes + 4 * kk, 4);
+      c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts), mask), zero);
+    } else {
+      c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
+    }
+    __m256 w = _mm256_mul_ps(A, _mm256_cvtepi32_ps(c));
+    if constexpr (OFF) w = _mm256_add_ps(w, B);
+    _mm256_storeu_ps(wbuf + kk * kLanes, w);
+  }
+}
+
+// GG: the group length as a constant (with a run-time trip count GCC kept the accumulator array in memory,
+// storing it back on every k: half the FMA rate).
+template <int P, int C, int GG>
+LA_AVX2 void run_buf_avx2_g(const float* x, int K, int k0, const float* wbuf, int t0, int M, float* acc) {
+  constexpr int G = GG;
+  __m256 a[P][C];
+  for (int q = 0; q < P; ++q)
+    for (int t = 0; t < C; ++t) a[q][t] = _mm256_loadu_ps(acc + (size_t(q) * M + t0 + t) * kLanes);
+  const float* xr[C];
+  for (int t = 0; t < C; ++t) xr[t] = x + size_t(t0 + t) * K + k0;
+  for (int kk = 0; kk < G; ++kk) {
+    __m256 w[P];
+    for (int q = 0; q < P; ++q) w[q] = _mm256_loadu_ps(wbuf + (q * G + kk) * kLanes);
+    for (int t = 0; t < C; ++t) {
+      const __m256 xb = _mm256_broadcast_ss(xr[t] + kk);
+      for (int q = 0; q < P; ++q) a[q][t] = _mm256_fmadd_ps(w[q], xb, a[q][t]);
+    }
+  }
+  for (int q = 0; q < P; ++q)
+    for (int t = 0; t < C; ++t) _mm256_storeu_ps(acc + (size_t(q) * M + t0 + t) * kLanes, a[q][t]);
+}
+
+template <int P, int C>
+LA_AVX2 void run_buf_avx2(const float* x, int K, int k0, int G, const float* wbuf, int t0, int M, float* acc) {
+  if (G == 32) return run_buf_avx2_g<P, C, 32>(x, K, k0, wbuf, t0, M, acc);
+  run_buf_avx2_g<P, C, 16>(x, K, k0, wbuf, t0, M, acc);
+}
+#endif
+
+using WidenFn = void (*)(const uint8_t*, const Format&, float*);
+using RunFn = void (*)(const float*, int, int, int, const float*, int, int, float*);
+constexpr int kBufPanels = 3, kBufCols = 4;  // the buffered tile: 3 panels x 4 token rows (12 accumulators)
+
+WidenFn widen_for(const Format& f, bool avx2) {
+#if defined(__x86_64__)
+  if (avx2)
+    return f.nibble ? (f.offset ? &widen_avx2<true, true> : &widen_avx2<true, false>)
+                    : (f.offset ? &widen_avx2<false, true> : &widen_avx2<false, false>);
+#endif
+  return f.nibble ? (f.offset ? &widen_portable<true, true> : &widen_portable<true, false>)
+                  : (f.offset ? &widen_portable<false, true> : &widen_portable<false, false>);
+}
+
+template <int P, int... Cs>
+void fill_run(RunFn* row, bool avx2, std::integer_sequence<int, Cs...>) {
+#if defined(__x86_64__)
+  if (avx2) {
+    ((row[Cs] = &run_buf_avx2<P, Cs + 1>), ...);
+    return;
+  }
+#endif
+  ((row[Cs] = &run_buf_portable<P, Cs + 1>), ...);
+}
+
+RunFn run_for(int P, int C, bool avx2) {
+  struct T {
+    RunFn fn[kBufPanels][kBufCols];
+    explicit T(bool a) {
+      const auto seq = std::make_integer_sequence<int, kBufCols>{};
+      fill_run<1>(fn[0], a, seq);
+      fill_run<2>(fn[1], a, seq);
+      fill_run<3>(fn[2], a, seq);
+    }
+  };
+  static const T portable(false), fast(true);
+  return (avx2 ? fast : portable).fn[P - 1][C - 1];
+}
+
+constexpr int kBufferedFrom = 4;  // steps of at least this many rows widen each group once
+
+constexpr int kTilePanels = 4, kTileCols = 3;  // direct tiles: up to 4 panels x 3 token rows
+
+using TileFn = void (*)(const float*, int, const uint8_t*, size_t, const Format&, int, float*);
+
+template <bool NIB, bool OFF, int P, int... Cs>
+void fill(TileFn* row, bool avx2, std::integer_sequence<int, Cs...>) {
+#if defined(__x86_64__)
+  if (avx2) {
+    ((row[Cs] = &tile_avx2<NIB, OFF, P, Cs + 1>), ...);
+    return;
+  }
+#endif
+  ((row[Cs] = &tile_portable<NIB, OFF, P, Cs + 1>), ...);
+}
+
+struct Table {
+  TileFn fn[2][2][kTilePanels][kTileCols];  // [nibble][offset][P - 1][C - 1]
+  template <bool NIB, bool OFF>
+  void fill_type(bool avx2) {
+    const auto seq = std::make_integer_sequence<int, kTileCols>{};
+    fill<NIB, OFF, 1>(fn[NIB][OFF][0], avx2, seq);
+    fill<NIB, OFF, 2>(fn[NIB][OFF][1], avx2, seq);
+    fill<NIB, OFF, 3>(fn[NIB][OFF][2], avx2, seq);
+    fill<NIB, OFF, 4>(fn[NIB][OFF][3], avx2, seq);
+  }
+  explicit Table(bool avx2) {
+    fill_type<false, false>(avx2);
+    fill_type<false, true>(avx2);
+    fill_type<true, false>(avx2);
+    fill_type<true, true>(avx2);
+  }
+};
+
+TileFn tile_for(const Format& f, int P, int C, bool avx2) {
+  static const Table portable(false), fast(true);
+  return (avx2 ? fast : portable).fn[f.nibble][f.offset][P - 1][C - 1];
+}
+
+// y = (acc + bias) (+ y), lane by lane, rows < N: the same two IEEE adds as the float GEMM's epilogue.
+void store(const float* acc, int C, int p, int t0, int N, const GemmOut& o) {
+  const int n0 = p * kLanes;
+  for (int t = 0; t < C; ++t) {
+    const float* a = acc + t * kLanes;
+    float* y = o.y + size_t(t0 + t) * o.ldy;
+    for (int l = 0; l < kLanes && n0 + l < N; ++l) {
+      float s = a[l];
+      if (o.bias) s += o.bias[n0 + l];
+      y[n0 + l] = o.accumulate ? y[n0 + l] + s : s;
+    }
+  }
+}
+
+}  // namespace
+
+bool quant_gemm_supports(uint32_t type) {
+  Format f;
+  return format_of(type, f);
+}
+
+PackedWeight pack_quant_weight(const QuantRows& q) {
+  Format f;
+  LA_CHECK(format_of(q.type, f), "pack_quant_weight: type ", qtype_name(q.type), " is not served quantized");
+  const QTypeInfo info = qtype_info(q.type);
+  LA_CHECK(!q.rows.empty() && q.cols > 0 && q.cols % info.block == 0, "pack_quant_weight: bad shape (",
+           q.rows.size(), " x ", q.cols, ")");
+  PackedWeight p;
+  p.quantized = true;
+  p.qtype = q.type;
+  p.rows = static_cast<int>(q.rows.size());
+  p.cols = q.cols;
+  const int groups = q.cols / f.group;
+  const size_t panel_bytes = size_t(groups) * f.group_bytes();
+  const size_t bytes = size_t(p.panels()) * panel_bytes;
+  void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  LA_CHECK(buf != nullptr, "pack_quant_weight: cannot allocate ", bytes, " bytes");
+  std::memset(buf, 0, bytes);
+  uint8_t* out = static_cast<uint8_t*>(buf);
+  const int gpb = info.block / f.group;  // groups per block
+  std::vector<float> A(static_cast<size_t>(gpb)), B(static_cast<size_t>(gpb));
+  std::vector<int> code(static_cast<size_t>(info.block));
+  for (int n = 0; n < p.rows; ++n) {
+    const int pnl = n / kLanes, lane = n % kLanes;
+    uint8_t* panel = out + size_t(pnl) * panel_bytes;
+    for (int blk = 0; blk < q.cols / info.block; ++blk) {
+      split_block(q.type, q.rows[size_t(n)] + size_t(blk) * info.bytes, A.data(), B.data(), code.data());
+      for (int gi = 0; gi < gpb; ++gi) {
+        uint8_t* g = panel + size_t(blk * gpb + gi) * f.group_bytes();
+        std::memcpy(g + 4 * lane, &A[gi], 4);
+        if (f.offset) std::memcpy(g + 32 + 4 * lane, &B[gi], 4);
+        uint8_t* codes = g + (f.offset ? 64 : 32);
+        for (int kk = 0; kk < f.group; ++kk) {
+          const int c = code[size_t(gi * f.group + kk)];
+          if (f.nibble) {
+            uint32_t u;
+            std::memcpy(&u, codes + 4 * kk, 4);
+            u |= uint32_t(c & 0xF) << (4 * lane);
+            std::memcpy(codes + 4 * kk, &u, 4);
+          } else {
+            codes[8 * kk + lane] = static_cast<uint8_t>(static_cast<int8_t>(c));
+          }
+        }
+      }
+    }
+  }
+  // Padding rows of the last panel: A = 0, B = -0 (zeroed memory has B = +0; the rows are never stored anyway).
+  p.data = buf;
+  p.storage = std::shared_ptr<const void>(buf, [](const void* v) { std::free(const_cast<void*>(v)); });
+  return p;
+}
+
+void gemm_quant_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o) {
+  Format f;
+  format_of(w.qtype, f);
+  const bool avx2 = cpu_isa() == CpuIsa::Avx2;
+  const size_t panel_bytes = size_t(w.cols / f.group) * f.group_bytes();
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  if (M >= kBufferedFrom) {
+    thread_local std::vector<float> acc;
+    alignas(32) float wbuf[kBufPanels * 32 * kLanes];
+    acc.resize(size_t(kBufPanels) * M * kLanes);
+    const WidenFn widen = widen_for(f, avx2);
+    for (int p = p0; p < p1; p += kBufPanels) {
+      const int P = std::min(kBufPanels, p1 - p);
+      std::fill(acc.begin(), acc.end(), 0.f);
+      const uint8_t* g = base + size_t(p) * panel_bytes;
+      for (int k0 = 0; k0 < w.cols; k0 += f.group, g += f.group_bytes()) {
+        for (int q = 0; q < P; ++q) widen(g + size_t(q) * panel_bytes, f, wbuf + q * f.group * kLanes);
+        for (int t = 0; t < M; t += kBufCols) {
+          const int C = std::min(kBufCols, M - t);
+          run_for(P, C, avx2)(x, w.cols, k0, f.group, wbuf, t, M, acc.data());
+        }
+      }
+      for (int q = 0; q < P; ++q) store(acc.data() + size_t(q) * M * kLanes, M, p + q, 0, w.rows, o);
+    }
+    return;
+  }
+  float acc[kTilePanels * kTileCols * kLanes];
+  for (int p = p0; p < p1; p += kTilePanels) {
+    const int P = std::min(kTilePanels, p1 - p);
+    for (int t = 0; t < M; t += kTileCols) {
+      const int C = std::min(kTileCols, M - t);
+      tile_for(f, P, C, avx2)(x, w.cols, base + size_t(p) * panel_bytes, panel_bytes, f, t, acc);
+      for (int q = 0; q < P; ++q) store(acc + q * C * kLanes, C, p + q, t, w.rows, o);
+    }
+  }
+}
+
+}  // namespace la
