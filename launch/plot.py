@@ -226,7 +226,8 @@ def layouts(lines, png):
     w = 0.38
     ax.bar([x - w / 2 for x in xs], [num(r["job_tokens_per_s"]) or 0 for r in rows], w, label="measured (real ranks here)")
     ax.bar([x + w / 2 for x in xs], [num(r.get("modelled_job_tokens_per_s", "")) or 0 for r in rows], w,
-           label="modelled (W devices)", color="grey")
+           label=f"modelled (W devices, L = {rows[0].get('link_latency_us') or 0} us)" if rows else "modelled",
+           color="grey")
     for x, r in zip(xs, rows):
         ax.annotate(f"p50 {r['p50_request_s']} s", (x - w / 2, num(r["job_tokens_per_s"]) or 0), ha="center",
                     va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")

@@ -2,7 +2,7 @@
 
   scaling.py run WORK KS CORES CSV PNG TITLE LATENCY_US GPUS DEVICE   table + CSV + PNG of the runs; exit 1 unless lossless
   scaling.py plot CSV PNG                                              table + PNG of an earlier CSV
-  scaling.py layouts REF CSV W CORES "GxK OUT T0 T1"...                --layouts: table + CSV; exit 1 unless lossless
+  scaling.py layouts REF CSV W CORES L_US "GxK OUT T0 T1"...           --layouts: table + CSV; exit 1 unless lossless
   scaling.py latency STATS.json[,STATS.json...]                        collective latency (us per step) of real jobs
   scaling.py need MODEL DTYPE                                          bytes one replica needs: "device host"
 """
@@ -137,9 +137,10 @@ def cmd_run(work, ks, cores, csvp, png, title, lat, gpus, device):
     return 0 if lossless and ref else 1
 
 
-def cmd_layouts(ref_path, csv_path, world, cores, *specs):
-    """--layouts: one row per layout run (\"GxK OUT T0 T1\"), checked against the one-process reference."""
-    world, cores = int(world), int(cores)
+def cmd_layouts(ref_path, csv_path, world, cores, latency_us, *specs):
+    """--layouts: one row per layout run (\"GxK OUT T0 T1\"), checked against the one-process reference.
+    latency_us: the link latency the runs' modelled figures assumed (measured by strong-scaling.sh)."""
+    world, cores, latency_us = int(world), int(cores), float(latency_us)
     # The modelled job tokens/s of every layout, from rank 0's start-up line of each run (src/cli/layout_model.cpp:
     # the calibrated forward with the collective latency assumed there; groups of K > 1 with plain steps).
     modelled = {}
@@ -154,7 +155,8 @@ def cmd_layouts(ref_path, csv_path, world, cores, *specs):
         xs = sorted(xs)
         return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else float("nan")
     out = []
-    print(f"layout sweep on {world} real rank(s) ({cores} core(s) here{'; oversubscribed' if world > cores else ''}):")
+    print(f"layout sweep on {world} real rank(s) ({cores} core(s) here{'; oversubscribed' if world > cores else ''}); "
+          f"modelled with link latency L = {latency_us:g} us per step:")
     print(f"{'layout':>7} {'job tok/s':>10} {'modelled':>9} {'job s':>8} {'p50 req s':>10} {'p95 req s':>10} {'S':>6}  lossless")
     for spec in specs:
         name, path, t0, t1 = spec.split()
@@ -170,7 +172,8 @@ def cmd_layouts(ref_path, csv_path, world, cores, *specs):
                "job_tokens_per_s": round(toks / job_s, 2) if job_s > 0 else "", "job_seconds": round(job_s, 3),
                "p50_request_s": round(pct(lat, 0.5), 3), "p95_request_s": round(pct(lat, 0.95), 3),
                "S": round(toks / steps, 3) if steps else "", "wall_with_startup_s": round(float(t1) - float(t0), 2),
-               "modelled_job_tokens_per_s": modelled.get(name, ""), "lossless": "yes" if same else "NO"}
+               "modelled_job_tokens_per_s": modelled.get(name, ""), "link_latency_us": latency_us,
+               "lossless": "yes" if same else "NO"}
         out.append(row)
         print(f"{name:>7} {row['job_tokens_per_s']:>10} {row['modelled_job_tokens_per_s']:>9} {row['job_seconds']:>8} {row['p50_request_s']:>10} "
               f"{row['p95_request_s']:>10} {row['S']:>6}  {row['lossless']}")

@@ -21,7 +21,8 @@
 #   --layouts W (a batch job instead: W real ranks as every layout G x K, K dividing W (--lp-size K: G groups of
 #                K ranks; 4 -> 4x1, 2x2, 1x4): job tokens/s, p50/p95 request seconds, S and "lossless" against
 #                one process, as a table and CSV (--out's .csv). On a machine with fewer cores than W the ranks
-#                share them, so these are not W-device numbers)
+#                share them, so these are not W-device numbers; the modelled figures use the link latency L
+#                measured on the same W ranks first, or --latency-us / --latency-from, printed with the table)
 #
 # Rows (modes) per K:
 #   modelled      K devices, from the simulation: `generate --simulate-ranks K` splits every step exactly as a
@@ -91,7 +92,7 @@ while [ $# -gt 0 ]; do
     --plot) PLOT_CSV=$2; shift 2 ;;
     --reuse) REUSE=1; shift ;;
     --layouts) LAYOUTS=$2; shift 2 ;;
-    -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (--help)" ;;
   esac
 done
@@ -143,9 +144,44 @@ if [ -n "$LAYOUTS" ]; then
   log "layout sweep: $W rank(s), $(wc -l < "$WORK/prompts.jsonl") prompts x $TOKENS tokens, strategy $STRATEGY"
   "$LA" "${GEN[@]}" --output "$WORK/layout-ref.jsonl" --overwrite >"$WORK/layout-ref.log" 2>&1 ||
     die "the one-process reference run failed (see $WORK/layout-ref.log)"
+  # The link latency L of the modelled figures (rank 0's layout line adds it to every step of a group of K > 1):
+  # --latency-us / --latency-from, else measured on these W ranks: a one-request LP job over all W (--lp-size W,
+  # the sweep's model, threads and strategy), L from its "dist" counters as below (one RUN round trip beyond the
+  # slowest forward), the smallest of 3 runs. One rank has no link: 0.
+  LSRC="--latency-us"
+  if [ -n "$LATFROM" ]; then
+    [ -z "$LATENCY" ] || die "give only one of --latency-us and --latency-from"
+    LATENCY=$("$PY" "$SCALING" latency "$LATFROM") || die "--latency-from: no latency in '$LATFROM'"
+    LSRC="--latency-from"
+  elif [ -z "$LATENCY" ] && [ "$W" -gt 1 ]; then
+    lat_files=(); LAT_GEN=(); prev=""
+    head -n 1 "$WORK/prompts.jsonl" > "$WORK/link-latency-prompt.jsonl"
+    for a in "${GEN[@]}"; do  # the sweep's command on its first prompt, 32 tokens
+      case "$prev" in --input) a=$WORK/link-latency-prompt.jsonl ;; --max-new-tokens) a=32 ;; esac
+      LAT_GEN+=("$a"); prev=$a
+    done
+    for rep in 1 2 3; do
+      f=$WORK/link-latency-$rep.json
+      if "$ROOT/launch/mpirun.sh" -np "$W" "${LAT_GEN[@]}" --lp-size "$W" --batch 1 \
+          --output "$WORK/link-latency-$rep.jsonl" --overwrite --stats-json "$f" >"$WORK/link-latency-$rep.log" 2>&1; then
+        lat_files+=("$f")
+      else
+        log "link latency run $rep failed ($WORK/link-latency-$rep.log)"
+      fi
+    done
+    if [ ${#lat_files[@]} -gt 0 ] && LATENCY=$("$PY" "$SCALING" latency "$(IFS=,; echo "${lat_files[*]}")"); then
+      LSRC="measured: best of ${#lat_files[@]} $W-rank LP run(s)"
+    else
+      LATENCY=0; LSRC="NOT measured (no working $W-rank LP run): 0"
+    fi
+  fi
+  LATENCY=${LATENCY:-0}
+  echo "$LATENCY" > "$WORK/latency-us"
+  log "link latency L = $LATENCY us per step ($LSRC)"
   rows=()
   LGEN=()  # without --quiet: rank 0's start-up line carries every layout's modelled job tokens/s (the logs keep it)
   for a in "${GEN[@]}"; do [ "$a" = --quiet ] || LGEN+=("$a"); done
+  LGEN+=(--collective-latency-us "$LATENCY")
   for ((k = 1; k <= W; k++)); do
     [ $((W % k)) = 0 ] || continue
     g=$((W / k)); out=$WORK/layout-${g}x$k.jsonl
@@ -160,7 +196,7 @@ if [ -n "$LAYOUTS" ]; then
     t1=$(date +%s.%N)
     rows+=("${g}x$k $out $t0 $t1")
   done
-  "$PY" "$SCALING" layouts "$WORK/layout-ref.jsonl" "$OUTCSV" "$W" "$CORES" "${rows[@]}"
+  "$PY" "$SCALING" layouts "$WORK/layout-ref.jsonl" "$OUTCSV" "$W" "$CORES" "$LATENCY" "${rows[@]}"
   rc=$?
   # The chart: measured and modelled job tokens/s per layout (launch/plot.py layouts).
   if [ $rc = 0 ] && [ -f "$OUTCSV" ] && [[ "$OUTPNG" == *.png ]]; then

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <iostream>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "batch_loop.h"
@@ -148,6 +149,17 @@ int cmd_generate(int argc, char** argv) {
   RequestSource& src = server ? static_cast<RequestSource&>(*server) : *client;
   if (qopt.share)  // other groups' finished requests join this group's draft state, between its steps
     src.on_share = [&strategy](const std::vector<int32_t>& seq, size_t plen) { strategy->learn(seq, plen); };
+  // Without sharing, rank 0's saved state (the one writer of --trie-state, --suffix-state, --pool-state) still
+  // takes in every group's requests: kept aside, learned after the loop, so no group drafts from another's.
+  std::vector<std::pair<std::vector<int32_t>, size_t>> for_state;
+  const bool saves_state = !o.strategy.trie.state.empty() || !o.strategy.suffix.state.empty() ||
+                           !o.strategy.ouroboros.pool_state.empty();
+  if (!qopt.share && server && ranks.groups > 1 && saves_state)
+    src.on_share = [&for_state](const std::vector<int32_t>& seq, size_t plen) { for_state.emplace_back(seq, plen); };
+  const auto learn_kept = [&] {
+    for (const auto& [seq, plen] : for_state) strategy->learn(seq, plen);
+    for_state.clear();
+  };
   comm_set_stop_hook(&stop_signal, [&strategy] { strategy->checkpoint(); });  // a lost host: see comm.h
   LoopResult loop;
   BatchCounters bcount;
@@ -174,12 +186,14 @@ int cmd_generate(int argc, char** argv) {
     // for the --resume run, as a clean stop does (run_requests saved it after every finished request already;
     // this adds what the request in flight learnt); the error itself goes on to the guard, which ends the job.
     try {
+      learn_kept();
       strategy->checkpoint();
     } catch (...) {  // a state file that cannot be written must not hide the error that ended the run
     }
     throw;
   }
   // State first, then release the workers: a launcher may end the job as soon as they exit.
+  learn_kept();
   strategy->checkpoint();
   exec.shutdown();
   if (!ranks.root) return 0;  // another group's owner: rank 0 reports for the job

@@ -106,7 +106,8 @@ void QueueServer::finished(const nlohmann::json& record) {
 }
 
 void QueueServer::share(const nlohmann::json& record, int from) {
-  if (!opt_.share || owners_.empty()) return;
+  // Without sharing, rank 0 still takes the other groups' requests (on_share set: for the saved state alone).
+  if (owners_.empty() || (!opt_.share && (from < 0 || !on_share))) return;
   const auto& prompt = record.at("prompt_ids");
   const auto& ids = record.at("ids");
   std::vector<int32_t> m;
@@ -116,6 +117,7 @@ void QueueServer::share(const nlohmann::json& record, int from) {
   for (const auto& t : prompt) m.push_back(t.get<int32_t>());
   for (const auto& t : ids) m.push_back(t.get<int32_t>());
   if (from >= 0 && on_share) on_share(std::vector<int32_t>(m.begin() + 2, m.end()), prompt.size());
+  if (!opt_.share) return;
   for (size_t i = 0; i < owners_.size(); ++i)
     if (!bye_[i] && owners_[i] != from) world_->post(owners_[i], kFromRoot, m);
 }

@@ -60,6 +60,8 @@ class RequestSource {
   // Rank 0: called with every record another owner sent (the loop's progress lines); the loop clears it.
   std::function<void(const nlohmann::json&)> on_remote;
   // Another group's finished request (prompt + output, and the prompt's length), between steps; null: no sharing.
+  // Rank 0 calls it for every other group's record even without --share-drafts (then it keeps them for the state
+  // file: generate.cpp).
   std::function<void(const std::vector<int32_t>&, size_t)> on_share;
 };
 

@@ -67,10 +67,10 @@ void split_groups(Ranks& r, GenerateOptions& o) {
     r.own = r.comm->split(me / k, me);
     r.group = r.own.get();
   }
-  if (!r.root && r.owner) {  // one writer per state file: rank 0's group
-    o.strategy.trie.state.clear();
-    o.strategy.suffix.state.clear();
-    o.strategy.ouroboros.pool_state.clear();
+  if (!r.root && r.owner) {  // every owner starts from the state files; rank 0 alone writes them (its state merges
+    o.strategy.trie.state_read_only = true;  // every group's finished requests: generate.cpp)
+    o.strategy.suffix.state_read_only = true;
+    o.strategy.ouroboros.state_read_only = true;
   }
 }
 

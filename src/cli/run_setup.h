@@ -39,8 +39,8 @@ struct Ranks {
 Ranks open_ranks(GenerateOptions& o);
 // --lp-size: splits the job into groups of K consecutive ranks (collective; before any model is loaded). auto: one
 // group of all ranks for --prompt, groups of 1 for --input. A world size K does not divide is one error (printed
-// by rank 0 alone; the other ranks wait to be ended with it). Owners other than rank 0 start with a cold draft
-// state and save none: --trie-state, --suffix-state and --pool-state are rank 0's (one writer per file).
+// by rank 0 alone; the other ranks wait to be ended with it). Every owner loads --trie-state, --suffix-state and
+// --pool-state; only world rank 0 writes them (one writer per file), its state holding every group's requests.
 void split_groups(Ranks& r, GenerateOptions& o);
 
 struct Models {

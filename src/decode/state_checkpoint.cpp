@@ -6,7 +6,7 @@
 namespace la {
 
 void StateCheckpoint::write_if_changed(const std::function<void(const std::string&)>& save) {
-  if (path_.empty() || !dirty_) return;
+  if (path_.empty() || !writes_enabled_ || !dirty_) return;
   const auto t0 = std::chrono::steady_clock::now();
   save(path_);
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -115,6 +115,16 @@ class LadeStrategy final : public Strategy {
     }
   }
 
+  // Another group's request (--lp-size): every n-gram ending at an output token goes into the pool, the n-grams
+  // this strategy's window would have harvested had it decoded the request (update() inserts them as they appear).
+  // The request in flight keeps its window.
+  void learn(const std::vector<int32_t>& seq, size_t prompt_len) override {
+    const size_t n = static_cast<size_t>(N_);
+    if (seq.size() <= prompt_len || seq.size() < n) return;
+    for (size_t s = prompt_len + 1 >= n ? prompt_len + 1 - n : 0; s + n <= seq.size(); ++s) pool_.insert(&seq[s]);
+    ++learned_;
+  }
+
   // Budget = verification tokens (G' n-grams of N-1 tokens); the window is sized with it, W' = ceil(W b / (G(N-1)))
   // columns (at least one while drafting, none for a plain step): the window feeds the pool the candidates come
   // from, so it shrinks and grows with them, in the fixed W:G proportion of the upper bounds.
@@ -135,7 +145,8 @@ class LadeStrategy final : public Strategy {
   }
 
   std::map<std::string, double> counters() const override {
-    return {{"pool_ngrams", double(pool_.size())}, {"pool_keys", double(pool_.keys())}};
+    return {{"pool_ngrams", double(pool_.size())}, {"pool_keys", double(pool_.keys())},
+            {"lade_learned_requests", double(learned_)}};
   }
 
  private:
@@ -150,6 +161,7 @@ class LadeStrategy final : public Strategy {
   // plan or -1 (idx_); levels_ levels are filled (N-1 after warm-up).
   std::vector<int32_t> window_, idx_;
   int levels_ = 0;
+  uint64_t learned_ = 0;  // other groups' requests added by learn()
   std::vector<int32_t> cands_, gram_;  // pool candidates (flat, N-1 tokens each) and the n-gram harvested
 
   int32_t& lv(int l, int j) { return window_[static_cast<size_t>(l) * W_ + j]; }

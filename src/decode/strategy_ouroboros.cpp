@@ -64,7 +64,8 @@ class OuroborosStrategy final : public Strategy {
  public:
   // The phrase pool and its state file, shared by the strategies spawned for a batch.
   struct Shared {
-    explicit Shared(const OuroborosOptions& o) : state(o.pool_state), pool(std::max(16, 2 * o.extensions)) {}
+    explicit Shared(const OuroborosOptions& o)
+        : state(o.pool_state, !o.state_read_only), pool(std::max(16, 2 * o.extensions)) {}
     StateCheckpoint state;
     PhrasePool pool;
   };
@@ -189,6 +190,22 @@ class OuroborosStrategy final : public Strategy {
     chain_len_ = 0;
   }
 
+  // Another group's request (--lp-size): from each output position, the phrase of the target's tokens a full
+  // round would verify there (gamma + 1 tokens, keyed by the token before, the last prompt token first), as the
+  // corrections update() inserts. The request in flight keeps its draft and extensions.
+  void learn(const std::vector<int32_t>& seq, size_t prompt_len) override {
+    if (seq.size() <= prompt_len || prompt_len == 0) return;
+    const size_t len = static_cast<size_t>(gamma_) + 1;
+    std::vector<int32_t> ph;
+    for (size_t s = prompt_len - 1; s + 1 < seq.size(); ++s) {
+      ph.assign(seq.begin() + static_cast<std::ptrdiff_t>(s),
+                seq.begin() + static_cast<std::ptrdiff_t>(std::min(s + len, seq.size())));
+      pool_.insert(ph);
+    }
+    state_.changed();
+    ++learned_;
+  }
+
   void checkpoint() override {
     state_.write_if_changed([this](const std::string& path) { pool_.save(path); });
   }
@@ -204,7 +221,8 @@ class OuroborosStrategy final : public Strategy {
         {"extension_tokens", double(ext_planned_)},
         {"extension_accepted", double(ext_accepted_)},
         {"pool_phrases", double(pool_.size())},
-        {"pool_keys", double(pool_.keys())}};
+        {"pool_keys", double(pool_.keys())},
+        {"pool_learned_requests", double(learned_)}};
     state_.add_counters(c, "pool");
     return c;
   }
@@ -260,6 +278,7 @@ class OuroborosStrategy final : public Strategy {
   std::vector<Ext> ext_;
   int64_t draft_forwards_ = 0, draft_tokens_ = 0, proposed_ = 0, accepted_ = 0, ext_planned_ = 0,
           ext_accepted_ = 0;
+  uint64_t learned_ = 0;  // other groups' requests added by learn()
 };
 
 }  // namespace

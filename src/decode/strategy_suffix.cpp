@@ -54,7 +54,8 @@ class SuffixStrategy final : public Strategy {
   // The global tree and its state file, shared by the strategies spawned for a batch.
   struct Shared {
     explicit Shared(const SuffixOptions& o)
-        : global(o.depth, o.global_mb * (int64_t{1} << 20), o.vocab_size, o.model_id), state(o.state) {}
+        : global(o.depth, o.global_mb * (int64_t{1} << 20), o.vocab_size, o.model_id),
+          state(o.state, !o.state_read_only) {}
     SuffixGlobal global;
     StateCheckpoint state;
     size_t loaded = 0;

@@ -28,7 +28,7 @@ class TrieStrategy : public Strategy {
  public:
   // The trie and its state file, shared by the strategies spawned for a batch (one trie learns from every request).
   struct Shared {
-    Shared(const TrieOptions& o) : trie(params_of(o)), state(o.state) {}
+    Shared(const TrieOptions& o) : trie(params_of(o)), state(o.state, !o.state_read_only) {}
     TokenTrie trie;
     StateCheckpoint state;
     size_t loaded_nodes = 0;

@@ -158,6 +158,63 @@ TEST(OracleStrategies, OuroborosAcceptsTheDraftUpToItsFirstError) {
   EXPECT_GT(draft.forwards(), 0);
 }
 
+// Another group's request (Strategy::learn, --lp-size with --share-drafts): LADE (N = 4, G = 3, no prompt pool)
+// learns every 4-gram ending at an output token of a request that decoded 40 tokens of the cycle, so the pool holds
+// the whole cycle before the window harvested anything: every step yields N = 4 (LadeWindowFillsThePool, without
+// learning, starts 1, 1, 1). The ids equal plain decoding's.
+TEST(OracleStrategies, LadeLearnsAnotherGroupsRequest) {
+  OracleModel m(kVocab, 256, la::test::cycle_rule(kCycle));
+  const V prompt = cycle_prompt(2);
+  V other = cycle_prompt(1);
+  const size_t other_prompt = other.size();
+  const V out = plain(m, other, 40);
+  other.insert(other.end(), out.begin(), out.end());
+  la::StrategyOptions o;
+  o.name = "lade";
+  o.lade.window = 5;
+  o.lade.ngram = 4;
+  o.lade.guesses = 3;
+  auto s = la::make_strategy(o);
+  s->learn(other, other_prompt);
+  const Outcome r = generate(*s, m, prompt, 40);
+  EXPECT_EQ(r.ids, plain(m, prompt, 40));
+  EXPECT_EQ(r.kept, std::vector<int>(10, 4));
+  EXPECT_EQ(s->counters().at("lade_learned_requests"), 1.0);
+}
+
+// Ouroboros (gamma 4, K = 3 extensions, a draft model equal to the target): without a pool each step keeps the
+// 4 drafts + 1 until its own corrections fill the pool; after learning another request's output (phrases of
+// gamma + 1 = 5 tokens from each output position) the first step's chain end already has extensions, so it keeps
+// more and the request takes fewer steps. The ids equal plain decoding's.
+TEST(OracleStrategies, OuroborosLearnsAnotherGroupsRequest) {
+  OracleModel target(kVocab, 256, la::test::cycle_rule(kCycle));
+  OracleModel draft(kVocab, 256, la::test::cycle_rule(kCycle));
+  const V prompt = cycle_prompt(2);
+  V other = cycle_prompt(1);
+  const size_t other_prompt = other.size();
+  const V out = plain(target, other, 40);
+  other.insert(other.end(), out.begin(), out.end());
+  la::StrategyOptions o;
+  o.name = "ouroboros";
+  o.ouroboros.draft_model = "oracle";
+  o.ouroboros.gamma = 4;
+  o.ouroboros.extensions = 3;
+  o.ouroboros.lade.window = 3;
+  o.ouroboros.lade.ngram = 3;
+  o.ouroboros.lade.guesses = 2;
+  auto fresh = la::make_strategy(o, &draft);
+  const Outcome f = generate(*fresh, target, prompt, 40);
+  auto learned = la::make_strategy(o, &draft);
+  learned->learn(other, other_prompt);
+  const Outcome r = generate(*learned, target, prompt, 40);
+  EXPECT_EQ(f.ids, plain(target, prompt, 40));
+  EXPECT_EQ(r.ids, f.ids);
+  EXPECT_EQ(f.kept.at(0), 5);
+  EXPECT_GT(r.kept.at(0), 5);
+  EXPECT_LT(r.kept.size(), f.kept.size());
+  EXPECT_EQ(learned->counters().at("pool_learned_requests"), 1.0);
+}
+
 // An eos inside a verified draft ends the request there: the tokens verified after it are dropped.
 TEST(OracleStrategies, EosInsideADraftEndsTheRequest) {
   const V cycle = {3, 4, 2, 5, 6, 7};  // 2 is the eos

@@ -13,7 +13,9 @@ namespace la {
 
 class StateCheckpoint {
  public:
-  explicit StateCheckpoint(std::string path) : path_(std::move(path)) {}
+  // `writes` false: the file is loaded by the strategy but never written (another group's owner in a --lp-size job:
+  // world rank 0 is the one writer, and its state takes in every group's finished requests).
+  explicit StateCheckpoint(std::string path, bool writes = true) : path_(std::move(path)), writes_enabled_(writes) {}
   bool enabled() const { return !path_.empty(); }
   const std::string& path() const { return path_; }
   // The state changed (a request ran, the pool learnt a phrase): the next checkpoint writes it.
@@ -25,6 +27,7 @@ class StateCheckpoint {
 
  private:
   std::string path_;
+  bool writes_enabled_ = true;
   bool dirty_ = false;
   uint64_t writes_ = 0;
   uint64_t bytes_ = 0;

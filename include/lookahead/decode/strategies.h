@@ -33,6 +33,7 @@ struct TrieOptions {
   int capacity = 0;                   // node budget; 0 means 32 x decoding_length
   std::string mode = "hierarchical";  // hierarchical | parallel
   std::string state;                  // load at start, save by checkpoint() (atomic rename)
+  bool state_read_only = false;  // not a flag: load the state file, never write it (CLI: another group's owner)
 };
 
 struct PromptLookupOptions {
@@ -49,6 +50,7 @@ struct OuroborosOptions {
   LadeOptions lade{20, 7, 20, false};
   int extensions = 3;       // K phrase-pool extensions verified at the draft's end
   std::string pool_state;   // phrase pool file: loaded at start (corrupt: refused), saved atomically by checkpoint()
+  bool state_read_only = false;  // not a flag: load the state file, never write it (CLI: another group's owner)
 };
 
 // SuffixDecoding-style drafting (strategy_suffix.cpp, draft/suffix_tree.h).
@@ -59,6 +61,7 @@ struct SuffixOptions {
   double min_prob = 0.1;    // --suffix-min-prob: nodes whose path probability is below this are cut
   int64_t global_mb = 64;   // --suffix-global-mb: the global tree's memory bound (0: no global tree)
   std::string state;        // --suffix-state: the global tree, loaded at start, saved atomically by checkpoint()
+  bool state_read_only = false;  // not a flag: load the state file, never write it (CLI: another group's owner)
   // Not flags: the identity a state file must match, set by the CLI from the loaded model (0: not checked).
   int32_t vocab_size = 0;
   uint64_t model_id = 0;
