@@ -9,10 +9,10 @@
 #include "report.h"
 #include "signals.h"
 
+#include "lookahead/util/clock.h"
+
 namespace la::cli {
 namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
 int choose_batch(const ForwardCostModel& f, int prompts, int64_t kv_rows, int64_t rows_per_request, std::string& line) {
@@ -61,7 +61,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
     g.ids.assign(r.seq().begin() + static_cast<long>(p.ids.size()), r.seq().end());
     g.stats = r.stats();
     g.stats.new_tokens = static_cast<int>(g.ids.size());
-    g.stats.seconds = since(started[slot]);
+    g.stats.seconds = seconds_since(started[slot]);
     const nlohmann::json rec = result_record(p, g, output_text(in.tok, p.ids, in.eos_ids, g.ids), strategy.name());
     src.finished(rec);
     res.total.add(g.stats);
@@ -110,11 +110,11 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
   };
   // After a stop: each request in flight is kept only if it can finish within the grace at its rate so far.
   auto drop_late = [&] {
-    const double left = o.job.stop_grace - since(stop_seen);
+    const double left = o.job.stop_grace - seconds_since(stop_seen);
     for (int s = 0; s < br.slots(); ++s) {
       if (!br.busy(s)) continue;
       const int made = br.runner(s).generated();
-      const double eta = made > 0 ? since(started[s]) / made * (max_new_of[s] - made) : 1e300;
+      const double eta = made > 0 ? seconds_since(started[s]) / made * (max_new_of[s] - made) : 1e300;
       if (left <= 0 || eta > left) {
         br.runner(s).stats().finish_reason = "cancelled";
         br.release(s);
@@ -147,7 +147,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
   }
   src.on_remote = nullptr;  // it points at this loop's progress
   progress.finish();
-  res.total.seconds = since(t_job);  // the job's wall time: requests overlap
+  res.total.seconds = seconds_since(t_job);  // the job's wall time: requests overlap
   res.interrupted = (stopping || stop_signal() != 0) && (pending >= 0 || !src.drained());
   res.interrupted = res.interrupted || res.dropped;
   if (counters) *counters = br.counters();

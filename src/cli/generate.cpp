@@ -18,8 +18,10 @@
 
 #include "batch_loop.h"
 #include "cli.h"
+#include "lookahead/model/dtype.h"
 #include "lookahead/decode/cost_calibration.h"
 #include "lookahead/parallel/comm.h"
+#include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 #include "generate_options.h"
 #include "job_queue.h"
@@ -46,13 +48,10 @@ std::vector<char> open_output(const GenerateOptions& o, const std::vector<Prompt
   return resumed_prompts(out, o.output, ids, texts);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Bytes of one KV cache row (every layer's K and V) in the run's dtype.
 int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
-  return int64_t(c.layers) * 2 * c.kv_heads * c.head_dim * (dtype == "fp32" ? 4 : 2);
+  return int64_t(c.layers) * 2 * c.kv_heads * c.head_dim * wtype_size(parse_dtype_name(dtype));
 }
 
 // --batch: 1 for a single --prompt and under lookahead parallelism (refused when asked for explicitly), the
@@ -108,7 +107,7 @@ int cmd_generate(int argc, char** argv) {
   JsonlOutput out;
   const std::vector<char> skip = open_output(o, prompts, ranks.root, out);
 
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   Models m = open_model_files(o);
   tokenize_prompts(prompts, *m.tok, m.cfg, o);
   load_weights(m, o, ranks.owner);
@@ -163,7 +162,7 @@ int cmd_generate(int argc, char** argv) {
   comm_set_stop_hook(&stop_signal, [&strategy] { strategy->checkpoint(); });  // a lost host: see comm.h
   LoopResult loop;
   BatchCounters bcount;
-  const auto t_loop = std::chrono::steady_clock::now();
+  const auto t_loop = Clock::now();
   try {
     if (batch > 1) {
       BatchSetup bs;

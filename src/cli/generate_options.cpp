@@ -18,10 +18,9 @@ namespace {
 void add_run_options(po::options_description& d, GenerateOptions& o) {
   d.add_options()
       ("help,h", "show this help")
-      ("config", po::value(&o.config_file), "read options from an INI-style file (key = value), flags win")
-      ("model", po::value(&o.load.model), "Hugging Face model directory, a NAME under $LOOKAHEAD_DEPS/models "
-                                          "(default ~/.cache/lookahead/models; e.g. SmolLM2-135M-Instruct), or "
-                                          "random:NAME[:SEED] (dummy weights)")
+      ("config", po::value(&o.config_file), "read options from an INI-style file (key = value), flags win");
+  add_model_option(d, o.load.model);
+  d.add_options()
       ("tokenizer", po::value(&o.tokenizer_dir), "directory (or cached NAME) with tokenizer.model or tokenizer.json "
                                                  "(default: the model's; random: models use a byte tokenizer; `bytes`: that "
                                                  "byte tokenizer for any model)")
@@ -42,10 +41,9 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
       ("temperature", po::value(&o.gen.sample.temperature)->default_value(0.f), "0: greedy; > 0: sampling")
       ("top-k", po::value(&o.gen.sample.top_k)->default_value(0), "sampling: keep the k most likely (0: off)")
       ("top-p", po::value(&o.gen.sample.top_p)->default_value(1.f), "sampling: nucleus mass in (0, 1] (1: off)")
-      ("seed", po::value(&o.seed)->default_value(0), "sampling seed (outputs are reproducible)")
-      ("dtype", po::value(&o.load.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")
-      ("device", po::value(&o.load.device)->default_value("cpu"), "cpu | cuda")
-      ("threads", po::value(&o.load.threads)->default_value(0), "CPU threads of the kernel forward's pool (0: every core, or OMP_NUM_THREADS when set)")
+      ("seed", po::value(&o.seed)->default_value(0), "sampling seed (outputs are reproducible)");
+  add_dtype_device_options(d, o.load);
+  d.add_options()
       ("stats-json", po::value(&o.stats_path), "write per-prompt and aggregate statistics to this JSON file")
       ("comm", po::value(&o.comm)->default_value("auto"),
        "multi-rank runs (mpirun/srun): auto | mpi | nccl (auto: NCCL when every rank has its own GPU)")
@@ -143,13 +141,6 @@ void check_sampling(const GenParams& g, int64_t seed) {
   LA_CHECK(seed >= 0, "--seed must be >= 0");
 }
 
-void check_load(const LoadOptions& lo) {
-  LA_CHECK(lo.dtype == "fp32" || lo.dtype == "fp16" || lo.dtype == "bf16", "invalid --dtype '", lo.dtype,
-           "' (expected fp32, fp16 or bf16)");
-  LA_CHECK(lo.device == "cpu" || lo.device == "cuda", "invalid --device '", lo.device, "' (expected cpu or cuda)");
-  LA_CHECK(lo.threads >= 0, "--threads must be >= 0");
-}
-
 // "512M", "2G", "1048576" -> bytes (binary suffixes).
 int64_t parse_bytes(const std::string& s, const char* flag) {
   size_t used = 0;
@@ -243,8 +234,7 @@ bool parse_generate_options(int argc, char** argv, GenerateOptions& o) {
 }
 
 void check_generate_options(GenerateOptions& o) {
-  LA_CHECK(!o.load.model.empty(), "--model is required");
-  o.load.model = resolve_model_path(o.load.model, "--model");
+  check_load_options(o.load, o.graphs);  // --model first: the one error a run without flags gets
   if (!o.tokenizer_dir.empty() && o.tokenizer_dir != "bytes")
     o.tokenizer_dir = resolve_model_path(o.tokenizer_dir, "--tokenizer");
   if (!o.strategy.ouroboros.draft_model.empty())
@@ -255,8 +245,6 @@ void check_generate_options(GenerateOptions& o) {
   LA_CHECK(o.chat_date.find_first_of("\n\r") == std::string::npos, "--chat-date must be one line");
   check_sampling(o.gen, o.seed);
   o.gen.sample.seed = static_cast<uint64_t>(o.seed);
-  check_load(o.load);
-  apply_device_options(o.load, o.graphs);
   o.strategy.validate();
   o.job.validate();
   check_ranks(o);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "lookahead/util/error.h"
+#include "lookahead/util/json_parse.h"
 #include "request_loop.h"
 #include "signals.h"
 
@@ -159,7 +160,7 @@ void QueueServer::handle(int from, const std::vector<int32_t>& m) {
       break;
     }
     case kDone: {
-      const nlohmann::json rec = nlohmann::json::parse(unpack_text(m, 1));
+      const nlohmann::json rec = parse_json_checked(unpack_text(m, 1), "a record from rank " + std::to_string(from));
       if (out_.is_open()) out_.write(rec);
       remote_total_.add(stats_of(rec));
       ++remote_ran_;
@@ -201,7 +202,7 @@ void QueueServer::check_silence() {
   for (size_t i = 0; i < owners_.size(); ++i) {
     if (bye_[i]) continue;
     const double limit = heard_[i] ? opt_.rank_timeout_s : std::max(10 * opt_.rank_timeout_s, 120.0);
-    const double quiet = std::chrono::duration<double>(now - last_[i]).count();
+    const double quiet = seconds_between(last_[i], now);
     if (quiet > limit)
       fail("rank ", owners_[i], " (the owner of a group, on host ", world_->host_of(owners_[i]),
            ") sent nothing to rank 0 for ", std::lround(quiet), " s (stuck, or too slow for --rank-timeout ",
@@ -290,7 +291,7 @@ void QueueClient::poll() {
     stop_told_ = true;
     send({kStopped, sig});
   }
-  if (beat_s_ > 0 && std::chrono::duration<double>(Clock::now() - last_sent_).count() > beat_s_) send({kBeat});
+  if (beat_s_ > 0 && seconds_since(last_sent_) > beat_s_) send({kBeat});
 }
 
 int64_t QueueClient::next(bool wait) {

@@ -38,6 +38,7 @@
 
 #include "lookahead/decode/step_runner.h"
 #include "lookahead/parallel/comm.h"
+#include "lookahead/util/clock.h"
 #include "output_file.h"
 
 namespace la::cli {
@@ -89,7 +90,6 @@ class QueueServer final : public RequestSource {
   void drain(LoopResult& loop);
 
  private:
-  using Clock = std::chrono::steady_clock;
   int64_t take();  // the next index not handed out, or kNone (none left, or a stop)
   void serve();     // answers the other owners' messages, sends STOP once, checks their silence
   void share(const nlohmann::json& record, int from);  // SHARE to every running owner but `from`
@@ -131,7 +131,6 @@ class QueueClient final : public RequestSource {
   void finish(const LoopResult& loop);
 
  private:
-  using Clock = std::chrono::steady_clock;
   void send(const std::vector<int32_t>& m);
   void read_messages();
 

@@ -34,7 +34,7 @@ Progress::Progress(size_t total, size_t already_done, double interval_s, bool en
 }
 
 std::string Progress::line(int request_tokens) const {
-  const double el = std::chrono::duration<double>(Clock::now() - t0_).count();
+  const double el = seconds_since(t0_);
   const uint64_t tok = tokens_ + static_cast<uint64_t>(request_tokens > 0 ? request_tokens : 0);
   const double tps = el > 0 ? tok / el : 0.0;
   const size_t left = total_ > done_ ? total_ - done_ : 0;

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "lookahead/util/clock.h"
+
 namespace la::cli {
 
 class Progress {
@@ -29,7 +31,6 @@ class Progress {
   std::string line(int request_tokens) const;
 
  private:
-  using Clock = std::chrono::steady_clock;
   void print(int request_tokens);
   bool enabled_, tty_;
   double interval_s_;

@@ -6,6 +6,7 @@
 
 #include "lookahead/tokenizer/chat_template.h"
 #include "lookahead/engine/llama.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 
@@ -31,7 +32,7 @@ std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>&
     LA_CHECK(!flag, flag ? flag : "", " needs --chat or \"messages\" records (it is a chat template option)");
     return nullptr;
   }
-  const std::string tdir = o.tokenizer_dir.empty() ? o.load.model : o.tokenizer_dir;
+  const std::string tdir = tokenizer_dir_of(o.load.model, o.tokenizer_dir);
   LA_CHECK(!is_random_model(tdir), o.chat ? "--chat needs" : "\"messages\" records need",
            " a chat template: give a model directory (or --tokenizer DIR) that has one");
   auto t = std::make_unique<ChatTemplate>(ChatTemplate::load(tdir));

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "lookahead/decode/cost_calibration.h"
 #include "lookahead/engine/llama.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/parallel/agreement.h"
 #include "lookahead/parallel/worker.h"
 #include "lookahead/util/error.h"
@@ -24,7 +25,7 @@ void check_draft_matches(const ModelConfig& target, const GenerateOptions& o, co
   LA_CHECK(dc.vocab == target.vocab, "draft model vocabulary (", dc.vocab, ") differs from the target's (",
            target.vocab, "): they must share a tokenizer");
   for (const char* f : {"/tokenizer.model", "/tokenizer.json"}) {
-    const std::string ttok = (o.tokenizer_dir.empty() ? o.load.model : o.tokenizer_dir) + f;
+    const std::string ttok = tokenizer_dir_of(o.load.model, o.tokenizer_dir) + f;
     const std::string dtok = draft_dir + f;
     if (file_exists(ttok) && file_exists(dtok))
       LA_CHECK(read_file(ttok) == read_file(dtok), "draft model tokenizer differs from the target's (", dtok,
@@ -68,9 +69,7 @@ void split_groups(Ranks& r, GenerateOptions& o) {
     r.group = r.own.get();
   }
   if (!r.root && r.owner) {  // every owner starts from the state files; rank 0 alone writes them (its state merges
-    o.strategy.trie.state_read_only = true;  // every group's finished requests: generate.cpp)
-    o.strategy.suffix.state_read_only = true;
-    o.strategy.ouroboros.state_read_only = true;
+    read_only_strategy_state(o.strategy);  // every group's finished requests: generate.cpp)
   }
 }
 
@@ -83,25 +82,28 @@ Models open_model_files(const GenerateOptions& o) {
 
 void load_weights(Models& m, const GenerateOptions& o, bool root) {
   m.model = load_llama(o.load);
-  if (o.strategy.name != "ouroboros") return;
+  const std::string draft = strategy_draft_model(o.strategy);
+  if (draft.empty()) return;
   LoadOptions dl = o.load;
-  dl.model = o.strategy.ouroboros.draft_model;
+  dl.model = draft;
   check_draft_matches(m.cfg, o, dl.model);
   if (root) m.draft = load_llama(dl);
 }
 
 void set_strategy_identity(GenerateOptions& o, const Models& m) {
-  if (o.strategy.name != "suffix") return;
-  o.strategy.suffix.vocab_size = static_cast<int32_t>(m.cfg.vocab);
-  if (o.strategy.suffix.state.empty()) return;
-  uint64_t h = m.model->checksum();
-  const std::string dir = o.tokenizer_dir.empty() ? o.load.model : o.tokenizer_dir;
-  for (const char* f : {"/tokenizer.model", "/tokenizer.json"}) {
-    if (!file_exists(dir + f)) continue;
-    const std::string t = read_file(dir + f);
-    h = (h ^ fnv1a64(t.data(), t.size())) * 1099511628211ULL;
-  }
-  o.strategy.suffix.model_id = h == 0 ? 1 : h;
+  ModelIdentity id;
+  id.vocab = static_cast<int32_t>(m.cfg.vocab);
+  id.hash = [&] {  // the weights and the tokenizer files
+    uint64_t h = m.model->checksum();
+    const std::string dir = tokenizer_dir_of(o.load.model, o.tokenizer_dir);
+    for (const char* f : {"/tokenizer.model", "/tokenizer.json"}) {
+      if (!file_exists(dir + f)) continue;
+      const std::string t = read_file(dir + f);
+      h = (h ^ fnv1a64(t.data(), t.size())) * 1099511628211ULL;
+    }
+    return h;
+  };
+  bind_strategy_model(o.strategy, id);
 }
 
 void check_ranks_agree(Comm& comm, const StepModel& model, const GenerateOptions& o, size_t prompts) {

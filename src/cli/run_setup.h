@@ -52,11 +52,12 @@ struct Models {
 
 // The config and the tokenizer, no weights (a bad config fails before anything large is read).
 Models open_model_files(const GenerateOptions& o);
-// The target's weights, and for ouroboros the draft model's (only rank 0 runs the strategy), after checking that
-// the draft shares the target's vocabulary and tokenizer files.
+// The target's weights, and the draft model's for a strategy that drafts with one (its registry row's draft_model
+// hook: ouroboros; only rank 0 runs the strategy), after checking that the draft shares the target's vocabulary
+// and tokenizer files.
 void load_weights(Models& m, const GenerateOptions& o, bool root);
-// The suffix strategy's state file belongs to one model and tokenizer: its vocabulary size, and (with
-// --suffix-state) a hash of the weights and tokenizer files, go into the strategy options.
+// The selected strategy's bind_model hook (suffix: its state file belongs to one model and tokenizer, so the
+// vocabulary size and, with --suffix-state, a hash of the weights and tokenizer files go into its options).
 void set_strategy_identity(GenerateOptions& o, const Models& m);
 // Every rank must hold the same weights and run with the same parameters (one rank: nothing to compare).
 void check_ranks_agree(Comm& comm, const StepModel& model, const GenerateOptions& o, size_t prompts);

@@ -69,7 +69,7 @@ bool StopControl::decide(int new_tokens) {
   if (cancel_.load(std::memory_order_relaxed)) return first;
   // Upper bound of the time left: the tokens still allowed at this request's rate so far (no budget: unknown).
   const double left_s = std::chrono::duration<double>(seen_at_ + std::chrono::duration<double>(grace_s_) - now).count();
-  const double spent = std::chrono::duration<double>(now - request_t0_).count();
+  const double spent = seconds_between(request_t0_, now);
   bool finish = false;
   if (max_new_ > 0 && new_tokens > 0 && left_s > 0) {
     const double eta = spent / new_tokens * (max_new_ - new_tokens);

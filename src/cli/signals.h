@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "lookahead/util/clock.h"
+
 namespace la::cli {
 
 // Installs the handlers for SIGINT and SIGTERM (SA_RESTART, so interrupted system calls resume).
@@ -45,7 +47,6 @@ class StopControl {
 
  private:
   bool decide(int new_tokens);
-  using Clock = std::chrono::steady_clock;
   double grace_s_;
   int max_new_ = 0;
   Clock::time_point request_t0_{};

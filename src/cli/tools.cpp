@@ -11,6 +11,7 @@
 #include "lookahead/engine/llama.h"
 #include "lookahead/model/model_path.h"
 #include "lookahead/engine/selfcheck.h"
+#include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "lookahead/io/prompt_records.h"
@@ -19,6 +20,37 @@ namespace po = boost::program_options;
 using json = nlohmann::json;
 
 namespace la::cli {
+
+void add_model_option(po::options_description& d, std::string& model) {
+  d.add_options()("model", po::value(&model),
+                  "Hugging Face model directory, a GGUF file, a NAME under $LOOKAHEAD_DEPS/models (default "
+                  "~/.cache/lookahead/models; e.g. SmolLM2-135M-Instruct), or random:NAME[:SEED] (dummy weights)");
+}
+
+void add_dtype_device_options(po::options_description& d, LoadOptions& lo) {
+  d.add_options()("dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
+      "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")(
+      "threads", po::value(&lo.threads)->default_value(0),
+      "CPU threads of the kernel forward's pool (0: every core, or OMP_NUM_THREADS when set)");
+}
+
+void add_load_options(po::options_description& d, LoadOptions& lo, std::string& graphs) {
+  add_model_option(d, lo.model);
+  add_dtype_device_options(d, lo);
+  add_device_options(d, lo, graphs);
+}
+
+std::string check_model_option(const std::string& model) {
+  LA_CHECK(!model.empty(), "--model is required");
+  return resolve_model_path(model, "--model");
+}
+
+void check_load_options(LoadOptions& lo, const std::string& graphs) {
+  lo.model = check_model_option(lo.model);
+  lo.validate();  // --dtype, --device, --threads, --kernels, --cuda-gemm, --selfcheck: before anything is loaded
+  LA_CHECK(graphs == "on" || graphs == "off", "invalid --cuda-graphs '", graphs, "' (expected on or off)");
+  lo.cuda_graphs = graphs == "on";
+}
 
 void add_device_options(po::options_description& d, LoadOptions& lo, std::string& graphs) {
   d.add_options()("kernels", po::value(&lo.kernels)->default_value("on"),
@@ -38,15 +70,6 @@ void add_device_options(po::options_description& d, LoadOptions& lo, std::string
       "max-context", po::value(&lo.max_context)->default_value(0),
       "at most this many positions per request (prompt + new tokens): caps the KV cache, which grows on demand up "
       "to it (0: the model's max_position_embeddings)");
-}
-
-void apply_device_options(LoadOptions& lo, const std::string& graphs) {  // bench-forward maps "both" to "on" first
-  LA_CHECK(lo.kernels == "on" || lo.kernels == "off", "invalid --kernels '", lo.kernels, "' (expected on or off)");
-  LA_CHECK(graphs == "on" || graphs == "off", "invalid --cuda-graphs '", graphs, "' (expected on or off)");
-  lo.cuda_graphs = graphs == "on";
-  LA_CHECK(lo.cuda_gemm == "fixed" || lo.cuda_gemm == "cublas", "invalid --cuda-gemm '", lo.cuda_gemm,
-           "' (expected fixed or cublas)");
-  if (!lo.selfcheck.empty()) parse_selfcheck_mode(lo.selfcheck);  // a bad value fails before loading
 }
 
 namespace {
@@ -83,21 +106,17 @@ int cmd_bench_forward(int argc, char** argv) {
   std::string tokens = "1,2,4,8,16,32,64,128,256", contexts = "256,1024";
   int repeat = 5;
   po::options_description d("lookahead bench-forward: forward time versus step tokens (tree of T tokens)\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir, cached NAME or random:NAME")(
-      "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
-      "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")(
-      "threads", po::value(&lo.threads)->default_value(0), "CPU threads")(
+  d.add_options()("help,h", "show this help")(
       "tokens", po::value(&tokens)->default_value(tokens), "comma list of step sizes T")(
       "context", po::value(&contexts)->default_value(contexts), "comma list of committed context lengths")(
       "repeat", po::value(&repeat)->default_value(5), "timed repetitions per point (after two warm-ups)");
   std::string graphs;
-  add_device_options(d, lo, graphs);
+  add_load_options(d, lo, graphs);
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
-  lo.model = resolve_model_path(lo.model);
   const bool both = lo.kernels == "both";  // time the kernel and the ATen forward on one set of weights
   if (both) lo.kernels = "on";
-  apply_device_options(lo, graphs);
+  check_load_options(lo, graphs);
   LA_CHECK(repeat >= 1, "--repeat must be >= 1");
   auto Ts = int_list(tokens, "tokens");
   auto Cs = int_list(contexts, "context");
@@ -141,9 +160,9 @@ int cmd_bench_forward(int argc, char** argv) {
         }
         mm.forward(in, sp);  // warm-ups (with CUDA graphs: the eager run, then the capture)
         mm.forward(in, sp);
-        auto t0 = std::chrono::steady_clock::now();
+        const Stopwatch watch;
         for (int r = 0; r < repeat; ++r) mm.forward(in, sp);
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / repeat;
+        return watch.seconds() * 1e3 / repeat;
       };
       const double ms = time_ms(*m);
       if (T == Ts.front()) base = ms;
@@ -164,17 +183,13 @@ int cmd_score(int argc, char** argv) {
   std::string ids_s;
   int from = 0;
   po::options_description d("lookahead score: logits of every position of a token sequence, as JSON\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir, cached NAME or random:NAME")(
-      "ids", po::value(&ids_s)->required(), "comma list of token ids")(
-      "dtype", po::value(&lo.dtype)->default_value("fp32"), "fp32 | fp16 | bf16")(
-      "device", po::value(&lo.device)->default_value("cpu"), "cpu | cuda")(
+  d.add_options()("help,h", "show this help")("ids", po::value(&ids_s)->required(), "comma list of token ids")(
       "from", po::value(&from)->default_value(0), "print logits from this position on (large vocabularies)");
   std::string graphs;
-  add_device_options(d, lo, graphs);
+  add_load_options(d, lo, graphs);
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
-  lo.model = resolve_model_path(lo.model);
-  apply_device_options(lo, graphs);
+  check_load_options(lo, graphs);
   const auto parsed = int_list(ids_s, "ids", 0);
   LA_CHECK(from >= 0 && from < static_cast<int>(parsed.size()), "--from must be in [0, ", parsed.size(), ")");
   const std::vector<int32_t> ids(parsed.begin(), parsed.end());
@@ -199,11 +214,11 @@ int cmd_save_model(int argc, char** argv) {
   LoadOptions lo;
   std::string out;
   po::options_description d("lookahead save-model: write a model as a Hugging Face directory (F32 safetensors)\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&lo.model)->required(), "model dir or random:NAME[:SEED]")(
-      "out", po::value(&out)->required(), "output directory (must exist)");
+  d.add_options()("help,h", "show this help")("out", po::value(&out)->required(), "output directory (must exist)");
+  add_model_option(d, lo.model);
   po::variables_map vm;
   if (parse_or_help(argc, argv, d, vm)) return 0;
-  lo.model = resolve_model_path(lo.model);
+  lo.model = check_model_option(lo.model);
   LA_CHECK(is_directory(out), "--out directory '", out, "' does not exist");
   auto m = load_llama(lo);
   save_hf_directory(*m, out);
@@ -249,7 +264,8 @@ int cmd_tokenize(int argc, char** argv) {
   po::options_description d(
       "lookahead tokenize: the prompt ids generate would use for a text (BOS as the model's tokenizer config says),\n"
       "one JSON line {\"id\", \"ids\"} per input; --decode turns ids back into {\"id\", \"text\"}\n\nOptions");
-  d.add_options()("help,h", "show this help")("model", po::value(&model), "model directory, cached NAME or random:NAME (its tokenizer and BOS)")(
+  add_model_option(d, model);  // its tokenizer and BOS
+  d.add_options()("help,h", "show this help")(
       "tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model or tokenizer.json (default: the model's)")(
       "text", po::value(&text), "one text to encode")(
       "input", po::value(&input), "JSONL file of {\"id\", \"text\"} (or \"prompt\") records; with --decode {\"id\", \"ids\": [...]}")(

@@ -1,15 +1,15 @@
 #include "lookahead/decode/state_checkpoint.h"
+#include "lookahead/util/clock.h"
 
-#include <chrono>
 #include <filesystem>
 
 namespace la {
 
 void StateCheckpoint::write_if_changed(const std::function<void(const std::string&)>& save) {
   if (path_.empty() || !writes_enabled_ || !dirty_) return;
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   save(path_);
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  seconds_ += watch.seconds();
   dirty_ = false;  // only once written: a failed write (la::Error) is retried by the next checkpoint
   ++writes_;
   std::error_code ec;

@@ -5,37 +5,14 @@
 #include "lookahead/util/error.h"
 
 namespace la {
-namespace {
-
-void no_flags(StrategyFlags&, StrategyOptions&) {}
-std::unique_ptr<Strategy> make_ar(const StrategyOptions&, StepModel*) { return make_ar_strategy(); }
-std::unique_ptr<Strategy> make_jacobi(const StrategyOptions& o, StepModel*) { return make_jacobi_strategy(o); }
-std::unique_ptr<Strategy> make_lade(const StrategyOptions& o, StepModel*) { return make_lade_strategy(o); }
-std::unique_ptr<Strategy> make_trie(const StrategyOptions& o, StepModel*) { return make_trie_strategy(o); }
-std::unique_ptr<Strategy> make_suffix(const StrategyOptions& o, StepModel*) { return make_suffix_strategy(o); }
-std::unique_ptr<Strategy> make_pl(const StrategyOptions& o, StepModel*) { return make_prompt_lookup_strategy(o); }
-
-}  // namespace
 
 const std::vector<StrategyInfo>& strategy_registry() {
-  static const std::vector<StrategyInfo> table = {
-      {"ar", "plain decoding: one token per forward (the baseline)", no_flags, validate_ar_options, make_ar},
-      {"jacobi", "Jacobi decoding: a block of guesses refined by fixed-point iteration", add_jacobi_flags,
-       validate_jacobi_options, make_jacobi},
-      {"lade", "lookahead decoding: a 2D Jacobi window and an n-gram pool", add_lade_flags, validate_lade_options,
-       make_lade},
-      {"trie", "the Alipay trie over prompts and earlier outputs, best-first by frequency", add_trie_flags,
-       validate_trie_options, make_trie},
-      {"prompt-lookup", "one chain copied after the longest recurring suffix", add_prompt_lookup_flags,
-       validate_prompt_lookup_options, make_pl},
-      {"ouroboros", "a draft model drafting with LADE, lengthened by a phrase pool", add_ouroboros_flags,
-       validate_ouroboros_options, make_ouroboros_strategy},
-      {"suffix", "SuffixDecoding: suffix trees over this request and earlier outputs, drafts by probability",
-       add_suffix_flags, validate_suffix_options, make_suffix},
-  };
+  static const std::vector<StrategyInfo> table = {ar_strategy_info(),     jacobi_strategy_info(),
+                                                  lade_strategy_info(),   trie_strategy_info(),
+                                                  prompt_lookup_strategy_info(), ouroboros_strategy_info(),
+                                                  suffix_strategy_info()};
   return table;
 }
-
 const StrategyInfo* find_strategy(const std::string& name) {
   for (const auto& e : strategy_registry())
     if (name == e.name) return &e;
@@ -58,6 +35,21 @@ void StrategyOptions::validate() const {
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& o, StepModel* draft) {
   o.validate();
   return find_strategy(o.name)->make(o, draft);
+}
+
+std::string strategy_draft_model(const StrategyOptions& o) {
+  const StrategyInfo* e = find_strategy(o.name);
+  return e && e->draft_model ? e->draft_model(o) : std::string();
+}
+
+void bind_strategy_model(StrategyOptions& o, const ModelIdentity& id) {
+  const StrategyInfo* e = find_strategy(o.name);
+  if (e && e->bind_model) e->bind_model(o, id);
+}
+
+void read_only_strategy_state(StrategyOptions& o) {
+  for (const auto& e : strategy_registry())
+    if (e.read_only_state) e.read_only_state(o);
 }
 
 }  // namespace la

@@ -9,7 +9,7 @@ namespace {
 
 class ArStrategy final : public Strategy {
  public:
-  std::string name() const override { return "ar"; }
+  std::string name() const override { return ar_strategy_info().name; }
   std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<ArStrategy>(); }
   void plan(const std::vector<int32_t>& seq, int, StepPlan& out) override { out.reset(seq.back()); }
   void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>&, const Verdict&) override {}
@@ -22,7 +22,7 @@ class JacobiStrategy final : public Strategy {
  public:
   explicit JacobiStrategy(const StrategyOptions& o) : JacobiStrategy(o.jacobi.block, o.seed) {}
   JacobiStrategy(int k, uint64_t seed) : k_(k), seed_(seed), rng_(seed) {}
-  std::string name() const override { return "jacobi"; }
+  std::string name() const override { return jacobi_strategy_info().name; }
   std::unique_ptr<Strategy> spawn(int slot) override { return std::make_unique<JacobiStrategy>(k_, seed_ + slot); }
   void begin_request(const std::vector<int32_t>& prompt) override {
     prompt_ = prompt;
@@ -82,6 +82,24 @@ void add_jacobi_flags(StrategyFlags& f, StrategyOptions& o) {
 void validate_jacobi_options(const StrategyOptions& o) {
   LA_CHECK(o.jacobi.block >= 0 && o.jacobi.block <= 512, "--jacobi-block must be in [0, 512] (got ", o.jacobi.block,
            ")");
+}
+
+namespace {
+std::unique_ptr<Strategy> make_ar(const StrategyOptions&, StepModel*) { return make_ar_strategy(); }
+std::unique_ptr<Strategy> make_jacobi(const StrategyOptions& o, StepModel*) { return make_jacobi_strategy(o); }
+void no_flags(StrategyFlags&, StrategyOptions&) {}
+}  // namespace
+
+const StrategyInfo& ar_strategy_info() {
+  static const StrategyInfo row{"ar", "plain decoding: one token per forward (the baseline)", no_flags,
+                                validate_ar_options, make_ar};
+  return row;
+}
+
+const StrategyInfo& jacobi_strategy_info() {
+  static const StrategyInfo row{"jacobi", "Jacobi decoding: a block of guesses refined by fixed-point iteration",
+                                add_jacobi_flags, validate_jacobi_options, make_jacobi};
+  return row;
 }
 
 }  // namespace la

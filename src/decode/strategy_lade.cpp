@@ -49,7 +49,7 @@ class LadeStrategy final : public Strategy {
         window_(static_cast<size_t>(l.ngram - 1) * l.window, 0),
         idx_(static_cast<size_t>(l.ngram - 1) * l.window, -1), cands_(static_cast<size_t>(l.guesses) * (l.ngram - 1)),
         gram_(l.ngram) {}
-  std::string name() const override { return "lade"; }
+  std::string name() const override { return lade_strategy_info().name; }
   // A request of the batch: its own window, the one n-gram pool.
   std::unique_ptr<Strategy> spawn(int slot) override {
     return std::make_unique<LadeStrategy>(opt_, seed_ + 0x9E3779B97F4A7C15ULL * uint64_t(slot), shared_);
@@ -202,6 +202,13 @@ void add_lade_flags(StrategyFlags& f, StrategyOptions& o) {
 
 void validate_lade_options(const StrategyOptions& o) {
   validate_lade_sizes(o.lade, "");
+}
+
+const StrategyInfo& lade_strategy_info() {
+  static const StrategyInfo row{"lade", "lookahead decoding: a 2D Jacobi window and an n-gram pool", add_lade_flags,
+                                validate_lade_options,
+                                [](const StrategyOptions& o, StepModel*) { return make_lade_strategy(o); }};
+  return row;
 }
 
 }  // namespace la

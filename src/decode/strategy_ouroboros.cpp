@@ -81,7 +81,7 @@ class OuroborosStrategy final : public Strategy {
         gamma_(o.ouroboros.gamma), K_(o.ouroboros.extensions), sh_(std::move(sh)), state_(sh_->state),
         pool_(sh_->pool) {
     StrategyOptions lo;
-    lo.name = "lade";
+    lo.name = lade_strategy_info().name;
     lo.seed = o.seed;
     lo.lade = o.ouroboros.lade;
     lo.lade.pool_from_prompt = false;
@@ -89,7 +89,7 @@ class OuroborosStrategy final : public Strategy {
     dloop_ = std::make_unique<StepRunner>(dexec_, *lade_, draft_.config());
   }
 
-  std::string name() const override { return "ouroboros"; }
+  std::string name() const override { return ouroboros_strategy_info().name; }
   // A request of the batch: its own draft-model replica (a fork: own cache, shared weights) and LADE state, the
   // one phrase pool. A draft model that cannot be forked cannot serve a batch.
   std::unique_ptr<Strategy> spawn(int slot) override {
@@ -304,7 +304,16 @@ void validate_ouroboros_options(const StrategyOptions& o) {
   LA_CHECK(u.gamma >= 1 && u.gamma <= 256, "--gamma must be in [1, 256] (got ", u.gamma, ")");
   validate_lade_sizes(u.lade, "draft-");
   LA_CHECK(u.extensions >= 0 && u.extensions <= 64, "--extensions must be in [0, 64] (got ", u.extensions, ")");
-  LA_CHECK(o.name != "ouroboros" || !u.draft_model.empty(), "--strategy ouroboros needs --draft-model");
+  LA_CHECK(o.name != ouroboros_strategy_info().name || !u.draft_model.empty(),
+           "--strategy ouroboros needs --draft-model");
+}
+
+const StrategyInfo& ouroboros_strategy_info() {
+  static const StrategyInfo row{"ouroboros", "a draft model drafting with LADE, lengthened by a phrase pool",
+                                add_ouroboros_flags, validate_ouroboros_options, make_ouroboros_strategy,
+                                [](const StrategyOptions& o) { return o.ouroboros.draft_model; }, nullptr,
+                                [](StrategyOptions& o) { o.ouroboros.state_read_only = true; }};
+  return row;
 }
 
 }  // namespace la

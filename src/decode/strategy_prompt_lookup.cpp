@@ -16,7 +16,7 @@ class PromptLookupStrategy : public Strategy {
   explicit PromptLookupStrategy(const StrategyOptions& opt)
       : opt_(opt), num_tokens_(opt.pl.num_tokens), index_(opt.pl.min_ngram, opt.pl.max_ngram) {}
 
-  std::string name() const override { return "prompt-lookup"; }
+  std::string name() const override { return prompt_lookup_strategy_info().name; }
   std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<PromptLookupStrategy>(opt_); }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
@@ -108,6 +108,13 @@ void validate_prompt_lookup_options(const StrategyOptions& so) {
            "--pl-max-ngram must be in [--pl-min-ngram, 64] = [", o.min_ngram, ", 64] (got ", o.max_ngram, ")");
   LA_CHECK(o.num_tokens >= 0 && o.num_tokens <= 256, "--pl-num-tokens must be in [0, 256] (got ",
            o.num_tokens, ")");
+}
+
+const StrategyInfo& prompt_lookup_strategy_info() {
+  static const StrategyInfo row{"prompt-lookup", "one chain copied after the longest recurring suffix",
+                                add_prompt_lookup_flags, validate_prompt_lookup_options,
+                                [](const StrategyOptions& o, StepModel*) { return make_prompt_lookup_strategy(o); }};
+  return row;
 }
 
 }  // namespace la

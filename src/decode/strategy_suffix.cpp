@@ -76,7 +76,7 @@ class SuffixStrategy final : public Strategy {
     }
   }
 
-  std::string name() const override { return "suffix"; }
+  std::string name() const override { return suffix_strategy_info().name; }
   std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<SuffixStrategy>(opt_, sh_); }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
@@ -269,6 +269,26 @@ void validate_suffix_options(const StrategyOptions& so) {
 std::unique_ptr<Strategy> make_suffix_strategy(const StrategyOptions& o) {
   validate_suffix_options(o);
   return std::make_unique<SuffixStrategy>(o.suffix);
+}
+
+namespace {
+// The state file belongs to one model and tokenizer: the vocabulary size always, the identity hash (weights and
+// tokenizer files) only with --suffix-state (0 is reserved for "not checked").
+void bind_suffix_model(StrategyOptions& o, const ModelIdentity& m) {
+  o.suffix.vocab_size = m.vocab;
+  if (o.suffix.state.empty()) return;
+  const uint64_t h = m.hash();
+  o.suffix.model_id = h == 0 ? 1 : h;
+}
+}  // namespace
+
+const StrategyInfo& suffix_strategy_info() {
+  static const StrategyInfo row{
+      "suffix", "SuffixDecoding: suffix trees over this request and earlier outputs, drafts by probability",
+      add_suffix_flags, validate_suffix_options,
+      [](const StrategyOptions& o, StepModel*) { return make_suffix_strategy(o); }, nullptr, bind_suffix_model,
+      [](StrategyOptions& o) { o.suffix.state_read_only = true; }};
+  return row;
 }
 
 }  // namespace la

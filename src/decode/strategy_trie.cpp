@@ -51,7 +51,7 @@ class TrieStrategy : public Strategy {
       : opt_(o), mode_(parse_trie_mode(o.mode)), sh_(std::move(sh)), trie_(sh_->trie), state_(sh_->state),
         loaded_nodes_(sh_->loaded_nodes), next_request_(sh_->next_request) {}
 
-  std::string name() const override { return "trie"; }
+  std::string name() const override { return trie_strategy_info().name; }
   std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<TrieStrategy>(opt_, sh_); }
 
   void begin_request(const std::vector<int32_t>& prompt) override {
@@ -207,6 +207,14 @@ void validate_trie_options(const StrategyOptions& so) {
   LA_CHECK(o.capacity >= 0, "--trie-capacity must be >= 0 (got ", o.capacity, ")");
   LA_CHECK(o.mode == "hierarchical" || o.mode == "parallel", "invalid --trie-mode '", o.mode,
            "' (expected hierarchical or parallel)");
+}
+
+const StrategyInfo& trie_strategy_info() {
+  static const StrategyInfo row{"trie", "the Alipay trie over prompts and earlier outputs, best-first by frequency",
+                                add_trie_flags, validate_trie_options,
+                                [](const StrategyOptions& o, StepModel*) { return make_trie_strategy(o); },
+                                nullptr, nullptr, [](StrategyOptions& o) { o.trie.state_read_only = true; }};
+  return row;
 }
 
 }  // namespace la

@@ -11,39 +11,13 @@
 #include <iterator>
 
 #include "lookahead/util/error.h"
-#include "lookahead/util/files.h"
+#include "lookahead/util/state_file.h"
 
 namespace la {
 
 namespace {
 
-constexpr char kMagic[8] = {'L', 'A', 'P', 'H', 'R', 'A', 'S', 'E'};
-constexpr uint32_t kVersion = 1;
-constexpr const char* kWhat = "phrase pool state file";
-
-
-template <class T>
-void put(std::string& s, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  s.append(b, sizeof(T));
-}
-
-// Bounds-checked reader over the file bytes (the checksum trailer excluded).
-struct Reader {
-  const std::string& s;
-  size_t end;
-  const std::string& path;
-  size_t off = 0;
-  template <class T>
-  T get() {
-    if (end - off < sizeof(T)) fail(kWhat, " '", path, "': truncated at byte ", off);
-    T v;
-    std::memcpy(&v, s.data() + off, sizeof(T));
-    off += sizeof(T);
-    return v;
-  }
-};
+constexpr StateFormat kFormat{"phrase pool state file", "phrase pool", {'L', 'A', 'P', 'H', 'R', 'A', 'S', 'E'}, 1};
 
 }  // namespace
 
@@ -108,9 +82,7 @@ std::vector<std::vector<int32_t>> PhrasePool::lookup(int32_t key, int limit) con
 }
 
 void PhrasePool::save(const std::string& path) const {
-  std::string s;
-  s.append(kMagic, sizeof(kMagic));
-  put<uint32_t>(s, kVersion);
+  std::string s = begin_state(kFormat);
   put<uint32_t>(s, 0);
   // Keys in ascending order so the file does not depend on hash order.
   std::vector<int32_t> ks;
@@ -127,46 +99,31 @@ void PhrasePool::save(const std::string& path) const {
       for (int32_t t : ph) put<int32_t>(s, t);
     }
   }
-  put<uint64_t>(s, fnv1a64(s.data(), s.size()));
-
-  write_file_atomic(path, s, kWhat);
+  commit_state(kFormat, s, path);
 }
 
 void PhrasePool::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(kWhat, " '", path, "': cannot open: ", std::strerror(errno));
-  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(kWhat, " '", path, "': read error");
-  LA_CHECK(s.size() >= sizeof(kMagic) + 8 + 8 + 8, kWhat, " '", path, "': truncated (", s.size(), " bytes)");
-  LA_CHECK(std::memcmp(s.data(), kMagic, sizeof(kMagic)) == 0, kWhat, " '", path,
-           "': wrong magic (not a lookahead phrase pool state file)");
-  uint64_t sum;
-  std::memcpy(&sum, s.data() + s.size() - 8, 8);
-  Reader r{s, s.size() - 8, path, sizeof(kMagic)};
-  const uint32_t version = r.get<uint32_t>();
-  LA_CHECK(version == kVersion, kWhat, " '", path, "': unsupported version ", version, " (expected ", kVersion, ")");
-  LA_CHECK(sum == fnv1a64(s.data(), s.size() - 8), kWhat, " '", path, "': checksum mismatch (corrupt or truncated)");
-  (void)r.get<uint32_t>();
-  const uint64_t nkeys = r.get<uint64_t>();
-  LA_CHECK(nkeys <= (r.end - r.off) / 8, kWhat, " '", path, "': ", nkeys, " keys do not fit in the file (corrupt)");
+  StateFile r(kFormat, path, kStateHeaderBytes + 4 + 8 + kStateTrailerBytes);
+  r.check_checksum();
+  (void)r.next<uint32_t>();
+  const uint64_t nkeys = r.next<uint64_t>();
+  if (nkeys > r.left() / 8) r.fail(nkeys, " keys do not fit in the file (corrupt)");
   PhrasePool fresh(max_per_key_);
   for (uint64_t k = 0; k < nkeys; ++k) {
-    const int32_t key = r.get<int32_t>();
-    const uint32_t count = r.get<uint32_t>();
-    LA_CHECK(count <= (r.end - r.off) / 4, kWhat, " '", path, "': key ", key, " has ", count,
-             " phrases, more than the file holds (corrupt)");
-    LA_CHECK(fresh.map_.find(key) == fresh.map_.end(), kWhat, " '", path, "': key ", key, " appears twice");
+    const int32_t key = r.next<int32_t>();
+    const uint32_t count = r.next<uint32_t>();
+    if (count > r.left() / 4) r.fail("key ", key, " has ", count, " phrases, more than the file holds (corrupt)");
+    if (fresh.map_.find(key) != fresh.map_.end()) r.fail("key ", key, " appears twice");
     for (uint32_t j = 0; j < count; ++j) {
-      const uint32_t len = r.get<uint32_t>();
-      LA_CHECK(len >= 1 && len <= (r.end - r.off) / 4, kWhat, " '", path, "': phrase of length ", len,
-               " under key ", key, " (corrupt)");
+      const uint32_t len = r.next<uint32_t>();
+      if (len < 1 || len > r.left() / 4) r.fail("phrase of length ", len, " under key ", key, " (corrupt)");
       std::vector<int32_t> ph(len);
-      for (uint32_t t = 0; t < len; ++t) ph[t] = r.get<int32_t>();
-      LA_CHECK(ph[0] == key, kWhat, " '", path, "': a phrase under key ", key, " starts with ", ph[0]);
+      for (uint32_t t = 0; t < len; ++t) ph[t] = r.next<int32_t>();
+      if (ph[0] != key) r.fail("a phrase under key ", key, " starts with ", ph[0]);
       fresh.insert(ph);
     }
   }
-  LA_CHECK(r.off == r.end, kWhat, " '", path, "': ", r.end - r.off, " trailing bytes (corrupt)");
+  if (r.left() != 0) r.fail(r.left(), " trailing bytes (corrupt)");
   map_.swap(fresh.map_);
   size_ = fresh.size_;
 }

@@ -5,18 +5,14 @@
 #include <fstream>
 #include <iterator>
 
-#include "lookahead/util/binary.h"
 #include "lookahead/util/error.h"
-#include "lookahead/util/files.h"
+#include "lookahead/util/state_file.h"
 
 namespace la {
 namespace {
 
-constexpr char kMagic[8] = {'L', 'A', 'S', 'U', 'F', 'X', '\r', '\n'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8;
-
-
+constexpr StateFormat kFormat{"suffix state file", "suffix", {'L', 'A', 'S', 'U', 'F', 'X', '\r', '\n'}, 1};
+constexpr size_t kHeaderBytes = kStateHeaderBytes + 4 + 8 + 8;  // + vocabulary, model identity, sequence count
 
 }  // namespace
 
@@ -42,10 +38,7 @@ void SuffixGlobal::evict_to_bound() {
 }
 
 void SuffixGlobal::save(const std::string& path) const {
-  std::string s;
-  s.reserve(kHeaderBytes + seq_bytes_ + 4 * seqs_.size() + 8);
-  s.append(kMagic, sizeof(kMagic));
-  put<uint32_t>(s, kVersion);
+  std::string s = begin_state(kFormat, kHeaderBytes + seq_bytes_ + 4 * seqs_.size() + kStateTrailerBytes);
   put<int32_t>(s, vocab_);
   put<uint64_t>(s, model_);
   put<uint64_t>(s, seqs_.size());
@@ -53,46 +46,38 @@ void SuffixGlobal::save(const std::string& path) const {
     put<uint32_t>(s, static_cast<uint32_t>(q.size()));
     for (int32_t t : q) put<int32_t>(s, t);
   }
-  put<uint64_t>(s, fnv1a64(s.data(), s.size()));
-  write_file_atomic(path, s, "suffix state file");
+  commit_state(kFormat, s, path);
 }
 
 void SuffixGlobal::load(const std::string& path) {
-  const char* what = "suffix state file";
-  const std::string s = read_file(path, what);
-  LA_CHECK(s.size() >= kHeaderBytes + 8, what, " '", path, "': truncated (", s.size(), " bytes)");
-  LA_CHECK(std::memcmp(s.data(), kMagic, sizeof(kMagic)) == 0, what, " '", path,
-           "': wrong magic (not a lookahead suffix state file)");
-  const uint32_t version = get<uint32_t>(s, 8);
-  LA_CHECK(version == kVersion, what, " '", path, "': unsupported version ", version, " (expected ", kVersion, ")");
-  const uint64_t sum = get<uint64_t>(s, s.size() - 8);
-  LA_CHECK(sum == fnv1a64(s.data(), s.size() - 8), what, " '", path, "': checksum mismatch (truncated or corrupt)");
-  const int32_t vocab = get<int32_t>(s, 12);
-  const uint64_t model = get<uint64_t>(s, 16);
-  LA_CHECK(vocab > 0, what, " '", path, "': invalid vocabulary size ", vocab);
-  LA_CHECK(vocab_ <= 0 || vocab == vocab_, what, " '", path, "': written for a vocabulary of ", vocab,
-           " tokens, this model has ", vocab_, " (another model or tokenizer)");
-  LA_CHECK(model_ == 0 || model == model_, what, " '", path,
-           "': written for another model or tokenizer (identity differs); delete it or give another --suffix-state");
-  const uint64_t count = get<uint64_t>(s, 24);
-  const size_t end = s.size() - 8;
-  LA_CHECK(count <= (end - kHeaderBytes) / 4, what, " '", path, "': ", count, " sequences do not fit its size");
+  StateFile r(kFormat, path, kHeaderBytes + kStateTrailerBytes);
+  r.check_checksum();
+  const int32_t vocab = r.at<int32_t>(12);
+  const uint64_t model = r.at<uint64_t>(16);
+  if (vocab <= 0) r.fail("invalid vocabulary size ", vocab);
+  if (vocab_ > 0 && vocab != vocab_)
+    r.fail("written for a vocabulary of ", vocab, " tokens, this model has ", vocab_, " (another model or tokenizer)");
+  if (model_ != 0 && model != model_)
+    r.fail("written for another model or tokenizer (identity differs); delete it or give another --suffix-state");
+  const uint64_t count = r.at<uint64_t>(24);
+  const size_t end = r.body_end();
+  if (count > (end - kHeaderBytes) / 4) r.fail(count, " sequences do not fit its size");
+  const std::string& s = r.bytes();
   std::deque<std::vector<int32_t>> seqs;
   size_t off = kHeaderBytes;
   for (uint64_t q = 0; q < count; ++q) {
-    LA_CHECK(off + 4 <= end, what, " '", path, "': sequence ", q, " is truncated");
-    const uint32_t n = get<uint32_t>(s, off);
+    if (off + 4 > end) r.fail("sequence ", q, " is truncated");
+    const uint32_t n = r.at<uint32_t>(off);
     off += 4;
-    LA_CHECK(n <= (end - off) / 4, what, " '", path, "': sequence ", q, " of ", n, " tokens is truncated");
+    if (n > (end - off) / 4) r.fail("sequence ", q, " of ", n, " tokens is truncated");
     std::vector<int32_t> t(n);
     if (n > 0) std::memcpy(t.data(), s.data() + off, n * sizeof(int32_t));
     off += n * sizeof(int32_t);
     for (int32_t v : t)
-      LA_CHECK(v >= 0 && v < vocab, what, " '", path, "': sequence ", q, " holds token ", v,
-               " outside the vocabulary of ", vocab);
+      if (v < 0 || v >= vocab) r.fail("sequence ", q, " holds token ", v, " outside the vocabulary of ", vocab);
     seqs.push_back(std::move(t));
   }
-  LA_CHECK(off == end, what, " '", path, "': ", end - off, " bytes after the last sequence");
+  if (off != end) r.fail(end - off, " bytes after the last sequence");
   tree_.clear();
   seqs_.clear();
   seq_bytes_ = 0;

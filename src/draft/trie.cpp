@@ -12,17 +12,15 @@
 #include <iterator>
 #include <limits>
 
-#include "lookahead/util/binary.h"
 #include "lookahead/util/error.h"
-#include "lookahead/util/files.h"
+#include "lookahead/util/state_file.h"
 
 namespace la {
 
 namespace {
 
-constexpr char kMagic[8] = {'L', 'A', 'T', 'R', 'I', 'E', '\r', '\n'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
+constexpr StateFormat kFormat{"trie state file", "trie", {'L', 'A', 'T', 'R', 'I', 'E', '\r', '\n'}, 1};
+constexpr size_t kHeaderBytes = kStateHeaderBytes + 4 + 8;  // + branch length, node count
 constexpr size_t kRecordBytes = 4 + 4 + 8;
 constexpr uint64_t kEmptyKey = ~0ULL;
 
@@ -446,10 +444,7 @@ void TokenTrie::save(const std::string& path) const {
     const Node& nd = nodes_[i];
     if (nd.generated > 0.0 && idx[nd.parent] != kNone) idx[i] = static_cast<uint32_t>(++count);
   }
-  std::string s;
-  s.reserve(kHeaderBytes + count * kRecordBytes + 8);
-  s.append(kMagic, sizeof(kMagic));
-  put<uint32_t>(s, kVersion);
+  std::string s = begin_state(kFormat, kHeaderBytes + count * kRecordBytes + kStateTrailerBytes);
   put<uint32_t>(s, static_cast<uint32_t>(params_.branch_length));
   put<uint64_t>(s, count);
   for (size_t i = 1; i < n; ++i) {
@@ -458,38 +453,31 @@ void TokenTrie::save(const std::string& path) const {
     put<uint32_t>(s, idx[nodes_[i].parent]);
     put<double>(s, nodes_[i].generated);
   }
-  put<uint64_t>(s, fnv1a64(s.data(), s.size()));
-  write_file_atomic(path, s, "trie state file");
+  commit_state(kFormat, s, path);
 }
 
 void TokenTrie::load(const std::string& path) {
-  const char* what = "trie state file";
-  const std::string s = read_file(path, what);
-  LA_CHECK(s.size() >= kHeaderBytes + 8, what, " '", path, "': truncated (", s.size(), " bytes)");
-  LA_CHECK(std::memcmp(s.data(), kMagic, sizeof(kMagic)) == 0, what, " '", path,
-           "': wrong magic (not a lookahead trie state file)");
-  const uint32_t version = get<uint32_t>(s, 8);
-  LA_CHECK(version == kVersion, what, " '", path, "': unsupported version ", version, " (expected ", kVersion, ")");
-  const uint64_t count = get<uint64_t>(s, 16);
-  LA_CHECK(count <= (s.size() - kHeaderBytes - 8) / kRecordBytes &&
-               s.size() == kHeaderBytes + count * kRecordBytes + 8,
-           what, " '", path, "': size ", s.size(), " bytes does not match its ", count, " nodes (truncated?)");
-  const uint64_t sum = get<uint64_t>(s, s.size() - 8);
-  LA_CHECK(sum == fnv1a64(s.data(), s.size() - 8), what, " '", path, "': checksum mismatch (corrupt file)");
+  StateFile r(kFormat, path, kHeaderBytes + kStateTrailerBytes);
+  const size_t bytes = r.bytes().size();
+  const uint64_t count = r.at<uint64_t>(16);
+  if (count > (bytes - kHeaderBytes - kStateTrailerBytes) / kRecordBytes ||
+      bytes != kHeaderBytes + count * kRecordBytes + kStateTrailerBytes)
+    r.fail("size ", bytes, " bytes does not match its ", count, " nodes (truncated?)");
+  r.check_checksum();
 
   TokenTrie fresh(params_);
   fresh.nodes_.reserve(count + 1);
-  for (uint64_t r = 0; r < count; ++r) {
-    const size_t off = kHeaderBytes + r * kRecordBytes;
-    const int32_t token = get<int32_t>(s, off);
-    const uint32_t parent = get<uint32_t>(s, off + 4);
-    const double gen = get<double>(s, off + 8);
-    LA_CHECK(token >= 0, what, " '", path, "': node ", r, " has invalid token ", token);
-    LA_CHECK(parent <= r, what, " '", path, "': node ", r, " has invalid parent ", parent);
-    LA_CHECK(std::isfinite(gen) && gen > 0, what, " '", path, "': node ", r, " has invalid frequency ", gen);
-    LA_CHECK(fresh.child_of(parent, token) == kNone, what, " '", path, "': node ", r, " duplicates a sibling");
-    LA_CHECK(parent == 0 || gen <= fresh.nodes_[parent].generated * (1 + 1e-12), what, " '", path, "': node ", r,
-             " has more frequency than its parent");
+  for (uint64_t i = 0; i < count; ++i) {
+    const size_t off = kHeaderBytes + i * kRecordBytes;
+    const int32_t token = r.at<int32_t>(off);
+    const uint32_t parent = r.at<uint32_t>(off + 4);
+    const double gen = r.at<double>(off + 8);
+    if (token < 0) r.fail("node ", i, " has invalid token ", token);
+    if (parent > i) r.fail("node ", i, " has invalid parent ", parent);
+    if (!(std::isfinite(gen) && gen > 0)) r.fail("node ", i, " has invalid frequency ", gen);
+    if (fresh.child_of(parent, token) != kNone) r.fail("node ", i, " duplicates a sibling");
+    if (!(parent == 0 || gen <= fresh.nodes_[parent].generated * (1 + 1e-12)))
+      r.fail("node ", i, " has more frequency than its parent");
     const uint32_t c = fresh.add_node(parent, token);
     fresh.nodes_[c].generated = gen;
   }

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 
 namespace la {
@@ -245,7 +246,7 @@ SelfCheckReport run_selfcheck(const ServingPathFactory& make, const std::vector<
   rep.mode = opt.mode;
   rep.serving = candidates.front();
   if (opt.mode == SelfCheckMode::Off) return rep;
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   const SelfCheckTolerance tol = selfcheck_tolerance(opt.dtype);
   const ServingPath aten{false, false};
   std::unique_ptr<StepModel> ref = make(aten);
@@ -276,7 +277,7 @@ SelfCheckReport run_selfcheck(const ServingPathFactory& make, const std::vector<
       break;
     }
   }
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.seconds = watch.seconds();
   {
     std::lock_guard<std::mutex> g(reports_mutex());
     reports().push_back(rep);

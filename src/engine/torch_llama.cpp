@@ -394,8 +394,7 @@ class TorchLlama final : public StepModel {
 };
 
 at::Device make_device(const LoadOptions& o) {
-  if (o.device == "cpu") return at::Device(at::kCPU);
-  LA_CHECK(o.device == "cuda", "invalid --device '", o.device, "' (expected cpu or cuda)");
+  if (o.device == "cpu") return at::Device(at::kCPU);  // else "cuda" (LoadOptions::validate)
 #ifdef LOOKAHEAD_WITH_CUDA
   const int n = cuda_device_count();
   LA_CHECK(n > 0, "--device cuda: no CUDA device is visible");
@@ -454,11 +453,19 @@ int cuda_device_count() {
 #endif
 }
 
-std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
-  const at::ScalarType dt = parse_dtype(o.dtype);
-  LA_CHECK(o.kernels == "on" || o.kernels == "off", "invalid --kernels '", o.kernels, "' (expected on or off)");
-  LA_CHECK(o.cuda_gemm == "fixed" || o.cuda_gemm == "cublas", "invalid --cuda-gemm '", o.cuda_gemm,
+void LoadOptions::validate() const {
+  (void)parse_dtype_name(dtype);
+  LA_CHECK(device == "cpu" || device == "cuda", "invalid --device '", device, "' (expected cpu or cuda)");
+  LA_CHECK(threads >= 0, "--threads must be >= 0");
+  LA_CHECK(kernels == "on" || kernels == "off", "invalid --kernels '", kernels, "' (expected on or off)");
+  LA_CHECK(cuda_gemm == "fixed" || cuda_gemm == "cublas", "invalid --cuda-gemm '", cuda_gemm,
            "' (expected fixed or cublas)");
+  if (!selfcheck.empty()) parse_selfcheck_mode(selfcheck);
+}
+
+std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
+  o.validate();
+  const at::ScalarType dt = parse_dtype(o.dtype);
   if (o.threads > 0) at::set_num_threads(o.threads);
   const at::Device dev = make_device(o);
   auto w = load_weights(o, dev, dt);

@@ -10,6 +10,7 @@
 
 #include "lookahead/model/quant.h"
 #include "lookahead/model/gguf_model.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/model/safetensors.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -193,10 +194,12 @@ void fuse(TorchWeights& W) {
 }  // namespace
 
 at::ScalarType parse_dtype(const std::string& s) {
-  if (s == "fp32" || s == "float32") return at::kFloat;
-  if (s == "fp16" || s == "float16") return at::kHalf;
-  if (s == "bf16" || s == "bfloat16") return at::kBFloat16;
-  fail("invalid --dtype '", s, "' (expected fp32, fp16 or bf16)");
+  switch (parse_dtype_name(s)) {
+    case WType::F16: return at::kHalf;
+    case WType::BF16: return at::kBFloat16;
+    case WType::F32: break;
+  }
+  return at::kFloat;
 }
 
 bool is_random_model(const std::string& m) { return m.rfind("random:", 0) == 0; }
@@ -345,9 +348,8 @@ void save_weights_hf(const TorchWeights& w, const std::string& dir) {
   } else {
     cfg["sliding_window"] = nullptr;
   }
-  write_file_atomic(dir + "/config.json", cfg.dump(2));
-  write_file_atomic(dir + "/generation_config.json",
-                    nlohmann::json{{"bos_token_id", c.bos_id}, {"eos_token_id", c.eos_ids}}.dump(2));
+  const ModelDir out(dir);
+  out.write_config(cfg, c);
   // safetensors, F32
   nlohmann::json header = nlohmann::json::object();
   std::string body;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "lookahead/model/gguf_model.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/model/step_model.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
@@ -307,12 +308,9 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
 
 ModelConfig load_model_config(const std::string& dir) {
   if (is_gguf_path(dir)) return gguf_model_config(GgufFile::open(dir));  // --model FILE.gguf
-  LA_CHECK(is_directory(dir), "model directory '", dir, "' does not exist");
-  const std::string cfg = dir + "/config.json";
-  LA_CHECK(file_exists(cfg), "model directory '", dir, "' has no config.json");
-  std::string gen;
-  if (file_exists(dir + "/generation_config.json")) gen = read_file(dir + "/generation_config.json");
-  return parse_model_config(read_file(cfg), gen, cfg);
+  const ModelDir d(dir);
+  const std::string cfg = d.config_text();
+  return parse_model_config(cfg, d.generation_config_text(), d.file("config.json"));
 }
 
 void ModelConfig::validate(const std::string& origin) const {

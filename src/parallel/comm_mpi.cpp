@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "lookahead/parallel/comm.h"
+#include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 
 namespace la {
@@ -30,9 +31,9 @@ bool g_stop_hook_ran = false;
 // when a rank idles (e.g. workers while rank 0 plans, or everyone while one rank prefills a long prompt).
 class Backoff {
  public:
-  Backoff() : t0_(std::chrono::steady_clock::now()), spin_us_(env_int("LA_COMM_SPIN_US", 2000)) {}
+  Backoff() : t0_(Clock::now()), spin_us_(env_int("LA_COMM_SPIN_US", 2000)) {}
   double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    return seconds_since(t0_);
   }
   void pause() {
     if (elapsed() * 1e6 < spin_us_) {
@@ -44,7 +45,7 @@ class Backoff {
   }
 
  private:
-  std::chrono::steady_clock::time_point t0_;
+  Clock::time_point t0_;
   int spin_us_;
   int sleep_us_ = 20;
 };

@@ -7,13 +7,12 @@
 #include "lookahead/parallel/comm.h"
 #include "lookahead/parallel/protocol.h"
 #include "lookahead/parallel/replica_group.h"
+#include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 
 namespace la {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 class CommGroup : public ReplicaGroup {
  public:
@@ -56,19 +55,19 @@ class CommGroup : public ReplicaGroup {
     const auto tb = Clock::now();
     if (per_rank_) comm_.scatter(per_rank_msgs_, opt_.rank_timeout_s);
     else comm_.bcast(msg_, opt_.rank_timeout_s);
-    times_.send_s = since(tb);
+    times_.send_s = seconds_since(tb);
 
     PartReply& own = replies[0];
     own.cache_len = local_.model().cache_len();
     const auto tf = Clock::now();
     local_.run(seq, parts[0].plan, own.results);
-    own.forward_s = since(tf);
+    own.forward_s = seconds_since(tf);
     own.step_tokens = local_.last_step_tokens();
     own.stop_signal = 0;
 
     const auto tg = Clock::now();
     auto gathered = comm_.gather({}, opt_.rank_timeout_s);
-    times_.gather_wait_s = since(tg);
+    times_.gather_wait_s = seconds_since(tg);
     protocol::ReplyHead h;
     for (int r = 1; r < k_; ++r) {
       PartReply& rep = replies[r];

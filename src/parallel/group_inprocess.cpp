@@ -6,12 +6,11 @@
 #include <chrono>
 
 #include "lookahead/parallel/replica_group.h"
+#include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 
 namespace la {
 namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
 
 InProcessGroup::InProcessGroup(std::vector<StepModel*> models) {
@@ -44,7 +43,7 @@ void InProcessGroup::begin(const std::vector<int32_t>& prompt, const SampleParam
   for (auto& e : ex_) {
     const auto t0 = Clock::now();
     e->begin(prompt, sp);
-    const double t = since(t0);
+    const double t = seconds_since(t0);
     sum += t;
     mx = std::max(mx, t);
   }
@@ -62,7 +61,7 @@ void InProcessGroup::run(const std::vector<int32_t>& seq, const std::vector<Plan
     rep.cache_len = ex_[r]->model().cache_len();
     const auto t0 = Clock::now();
     ex_[r]->run(seq, parts[r].plan, rep.results);
-    rep.forward_s = since(t0);
+    rep.forward_s = seconds_since(t0);
     rep.step_tokens = ex_[r]->last_step_tokens();
     rep.stop_signal = 0;
     sum += rep.forward_s;
@@ -78,7 +77,7 @@ void InProcessGroup::commit(const std::vector<int32_t>& seq, const std::vector<i
     const auto t0 = Clock::now();
     local_path(parts[r].global, path, path_);
     ex_[r]->commit(seq, path_);
-    const double t = since(t0);
+    const double t = seconds_since(t0);
     sum += t;
     mx = std::max(mx, t);
   }

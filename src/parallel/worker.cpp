@@ -5,13 +5,13 @@
 #include <chrono>
 
 #include "lookahead/parallel/protocol.h"
+#include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 
 namespace la {
 
 void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
   using namespace protocol;
-  using Clock = std::chrono::steady_clock;
   const int me = comm.rank();
   LA_CHECK(me != 0, "run_worker runs on ranks > 0; rank 0 drives the executor");
   std::vector<int32_t> seq, msg, path, local_p, results, reply;
@@ -43,7 +43,7 @@ void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
         h.cache_len = local.model().cache_len();
         const auto tf = Clock::now();
         local.run(seq, part.plan, results);
-        const double f = std::chrono::duration<double>(Clock::now() - tf).count();
+        const double f = seconds_since(tf);
         h.step_tokens = local.last_step_tokens();
         h.forward_us = static_cast<int32_t>(std::min(f * 1e6, 2.0e9));
         h.stop_signal = opt.stop_signal ? opt.stop_signal->load(std::memory_order_relaxed) : 0;

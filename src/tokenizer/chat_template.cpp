@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lookahead/model/gguf.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "lookahead/util/json_parse.h"
@@ -207,7 +208,11 @@ ChatTemplate ChatTemplate::parse(const std::string& t, const std::string& bos, c
   return c;
 }
 
-bool ChatTemplate::has_template(const std::string& dir) {
+bool ChatTemplate::has_template(const std::string& dir) { return has_template(ModelDir(dir)); }
+ChatTemplate ChatTemplate::load(const std::string& dir) { return load(ModelDir(dir)); }
+
+bool ChatTemplate::has_template(const ModelDir& d) {
+  const std::string& dir = d.path();
   if (is_gguf_path(dir)) {
     std::string t, b, e;
     try {
@@ -216,30 +221,27 @@ bool ChatTemplate::has_template(const std::string& dir) {
       return false;
     }
   }
-  if (file_exists(dir + "/chat_template.jinja")) return true;
-  const std::string cfg = dir + "/tokenizer_config.json";
-  if (!file_exists(cfg)) return false;
+  if (d.has("chat_template.jinja")) return true;
   try {
-    auto j = read_json_file(cfg);
-    return j.is_object() && j.contains("chat_template") && !j["chat_template"].is_null();
+    const nlohmann::json* j = d.tokenizer_config();
+    return j && j->contains("chat_template") && !(*j)["chat_template"].is_null();
   } catch (const Error&) {  // unreadable or invalid: load() names the problem when a template is needed
     return false;
   }
 }
 
-ChatTemplate ChatTemplate::load(const std::string& dir) {
+ChatTemplate ChatTemplate::load(const ModelDir& d) {
+  const std::string& dir = d.path();
   if (is_gguf_path(dir)) {  // --model FILE.gguf: tokenizer.chat_template
     std::string text, bos, eos;
     LA_CHECK(gguf_template(dir, text, bos, eos), "model '", dir, "' has no chat template (no metadata "
              "'tokenizer.chat_template'): drop --chat and give the prompt text as it should be fed");
     return parse(text, bos, eos, dir + " (tokenizer.chat_template)");
   }
-  const std::string cfg_path = dir + "/tokenizer_config.json";
-  nlohmann::json cfg = nlohmann::json::object();
-  if (file_exists(cfg_path)) {
-    cfg = read_json_file(cfg_path);
-    LA_CHECK(cfg.is_object(), cfg_path, ": expected a JSON object");
-  }
+  const std::string cfg_path = d.file("tokenizer_config.json");
+  const nlohmann::json* tc = d.tokenizer_config();
+  static const nlohmann::json kNone = nlohmann::json::object();
+  const nlohmann::json& cfg = tc ? *tc : kNone;
   std::string text, origin = cfg_path;
   if (cfg.contains("chat_template") && !cfg["chat_template"].is_null()) {
     const auto& ct = cfg["chat_template"];

@@ -5,6 +5,7 @@
 #include <sentencepiece_processor.h>
 
 #include "lookahead/model/gguf.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/tokenizer/gguf_tokenizer.h"
 #include "lookahead/tokenizer/tokenizer_json.h"
 #include "lookahead/util/error.h"
@@ -17,17 +18,15 @@ namespace {
 
 class SpTokenizer : public Tokenizer {
  public:
-  SpTokenizer(const std::string& dir, int bos_id) : bos_id_(bos_id) {
-    const std::string path = dir + "/tokenizer.model";
+  SpTokenizer(const ModelDir& d, int bos_id) : bos_id_(bos_id) {
+    const std::string& dir = d.path();
+    const std::string path = d.file("tokenizer.model");
     LA_CHECK(file_exists(path), "model directory '", dir, "' has no tokenizer.model or tokenizer.json");
     auto st = sp_.Load(path);
     LA_CHECK(st.ok(), "cannot load tokenizer '", path, "': ", st.ToString());
     if (bos_id_ < 0) bos_id_ = sp_.bos_id();
-    const std::string cfg = dir + "/tokenizer_config.json";
-    if (file_exists(cfg)) {
-      const auto j = read_json_file(cfg);
-      if (j.is_object() && j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) add_bos_ = j["add_bos_token"];
-    }
+    if (const nlohmann::json* j = d.tokenizer_config())
+      if (j->contains("add_bos_token") && (*j)["add_bos_token"].is_boolean()) add_bos_ = (*j)["add_bos_token"];
   }
   std::vector<int32_t> encode(const std::string& text) const override {
     std::vector<int> ids;
@@ -84,12 +83,13 @@ class ByteTokenizer : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, int bos_id) {
-  if (is_gguf_path(dir)) return load_gguf_tokenizer(dir, bos_id);  // tokenizer.ggml.* (gguf_tokenizer.cpp)
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, int bos_id) { return load(ModelDir(dir), bos_id); }
+
+std::unique_ptr<Tokenizer> Tokenizer::load(const ModelDir& d, int bos_id) {
+  if (is_gguf_path(d.path())) return load_gguf_tokenizer(d.path(), bos_id);  // tokenizer.ggml.* (gguf_tokenizer.cpp)
   // A directory with both files (Llama-2 style) keeps sentencepiece, which is what it was trained with.
-  if (file_exists(dir + "/tokenizer.model") || !file_exists(dir + "/tokenizer.json"))
-    return std::make_unique<SpTokenizer>(dir, bos_id);
-  return load_tokenizer_json(dir, bos_id);
+  if (d.has("tokenizer.model") || !d.has("tokenizer.json")) return std::make_unique<SpTokenizer>(d, bos_id);
+  return load_tokenizer_json(d, bos_id);
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::bytes(int bos_id) { return std::make_unique<ByteTokenizer>(bos_id); }

@@ -22,6 +22,7 @@
 
 #include "bpe_model.h"
 #include "hf_pipeline.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "lookahead/util/json_parse.h"
@@ -413,15 +414,13 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& json_text, co
   }
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& dir, int model_bos_id) {
-  const std::string path = dir + "/tokenizer.json";
-  LA_CHECK(file_exists(path), "model directory '", dir, "' has no tokenizer.model or tokenizer.json");
+std::unique_ptr<Tokenizer> load_tokenizer_json(const ModelDir& d, int model_bos_id) {
+  const std::string path = d.file("tokenizer.json");
+  LA_CHECK(file_exists(path), "model directory '", d.path(), "' has no tokenizer.model or tokenizer.json");
   HfTokenizerConfig cfg;
   cfg.model_bos_id = model_bos_id;
-  const std::string cpath = dir + "/tokenizer_config.json";
-  if (file_exists(cpath)) {
-    const json c = read_json_file(cpath);
-    LA_CHECK(c.is_object(), cpath, ": not a JSON object");
+  if (const json* tc = d.tokenizer_config()) {
+    const json& c = *tc;
     if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean()) cfg.add_bos = c["add_bos_token"] ? 1 : 0;
     if (c.contains("bos_token")) {
       const json& b = c["bos_token"];

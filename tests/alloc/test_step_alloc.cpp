@@ -22,7 +22,7 @@
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
-#include "oracle_model.h"
+#include "common/oracle_model.h"
 
 namespace {
 thread_local bool g_counting = false;

@@ -7,7 +7,8 @@
 
 #include "lookahead/model/config.h"
 #include "lookahead/model/safetensors.h"
-#include "test_util.h"
+#include "common/expect_error.h"
+#include "common/temp_dir.h"
 
 using namespace la;
 using la::test::error_of;

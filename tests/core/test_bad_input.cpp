@@ -19,15 +19,17 @@
 #include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
-#include "test_util.h"
+#include "common/expect_error.h"
+#include "common/shared_data.h"
+#include "common/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace la;
 using la::test::error_of;
+using la::test::stories;
 
 namespace {
 
-std::string stories() { return std::string(LA_SHARED_DIR) + "/models/stories260K"; }
 
 struct TmpDir {
   fs::path p;

@@ -11,7 +11,8 @@
 #include "lookahead/tokenizer/chat_template.h"
 #include "lookahead/model/model_path.h"
 #include "lookahead/util/files.h"
-#include "test_util.h"
+#include "common/expect_error.h"
+#include "common/temp_dir.h"
 
 using namespace la;
 using nlohmann::json;

@@ -1,5 +1,6 @@
 // Unit tests: LADE n-gram pool and Ouroboros phrase pool.
-#include "test_util.h"
+#include "common/expect_error.h"
+#include "common/temp_dir.h"
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -19,8 +19,9 @@
 #include "lookahead/decode/strategies.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
-#include "oracle_model.h"
-#include "test_util.h"
+#include "common/oracle_model.h"
+#include "common/expect_error.h"
+#include "common/temp_dir.h"
 
 namespace fs = std::filesystem;
 using V = std::vector<int32_t>;
@@ -94,18 +95,6 @@ std::vector<V> make_prompts(int count, int vocab, uint32_t seed) {
   return out;
 }
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir = fs::temp_directory_path() /
-          ("la_strat_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-};
 
 }  // namespace
 
@@ -182,7 +171,7 @@ TEST(DraftTrieStrategy, PlansRespectBudgetAndDepth) {
 }
 
 TEST(DraftTrieStrategy, StateFileMissingCorruptAndRoundTrip) {
-  TempDir td;
+  la::test::TempDir td("la_strat");
   const FakeModel m(11, 9);
   const auto prompts = make_prompts(8, 11, 2);
   la::StrategyOptions opt;
@@ -229,7 +218,7 @@ TEST(DraftTrieStrategy, StateFileMissingCorruptAndRoundTrip) {
 // 0..i); a checkpoint with nothing new writes nothing, nor does one before any request or after a load.
 TEST(DraftStateCheckpoint, EachRequestSavesTheStateSoFarOnlyWhenChanged) {
   for (const std::string name : {"trie", "suffix"}) {
-    TempDir td;
+    la::test::TempDir td("la_strat");
     const FakeModel m(11, 9);
     const auto prompts = make_prompts(6, 11, 3);
     la::StrategyOptions opt;
@@ -396,7 +385,7 @@ TEST(DraftSuffixStrategy, SmallerBudgetKeepsAPrefix) {
 }
 
 TEST(DraftSuffixStrategy, StateFileMissingCorruptAndRoundTrip) {
-  TempDir td;
+  la::test::TempDir td("la_strat");
   const FakeModel m(11, 9);
   const auto prompts = make_prompts(8, 11, 2);
   la::StrategyOptions opt;

@@ -11,7 +11,8 @@
 #include "lookahead/draft/suffix_tree.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
-#include "test_util.h"
+#include "common/expect_error.h"
+#include "common/temp_dir.h"
 
 using V = std::vector<int32_t>;
 using la::test::error_of;

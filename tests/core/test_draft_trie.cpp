@@ -1,5 +1,6 @@
 // Unit tests: the Lookahead (KDD'24) token trie.
-#include "test_util.h"
+#include "common/expect_error.h"
+#include "common/temp_dir.h"
 #include <gtest/gtest.h>
 #include <unistd.h>
 

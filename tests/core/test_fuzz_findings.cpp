@@ -11,7 +11,8 @@
 #include "lookahead/util/error.h"
 #include "lookahead/util/json_parse.h"
 #include "lookahead/io/prompt_records.h"
-#include "test_util.h"
+#include "common/expect_error.h"
+#include "common/temp_dir.h"
 
 using namespace la;
 using json = nlohmann::json;

@@ -12,7 +12,7 @@
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
-#include "oracle_model.h"
+#include "common/oracle_model.h"
 
 using V = std::vector<int32_t>;
 using la::test::OracleModel;

@@ -7,7 +7,7 @@
 #include <memory>
 #include <random>
 
-#include "hash_model.h"
+#include "common/hash_model.h"
 #include "lookahead/decode/step_plan.h"
 #include "lookahead/parallel/parallel_executor.h"
 #include "lookahead/util/error.h"

@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "hash_model.h"
+#include "common/hash_model.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/parallel/partition.h"
 #include "lookahead/util/error.h"

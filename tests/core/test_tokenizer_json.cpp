@@ -15,7 +15,8 @@
 #include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/tokenizer/tokenizer_json.h"
 #include "lookahead/util/error.h"
-#include "test_util.h"
+#include "common/expect_error.h"
+#include "common/temp_dir.h"
 
 using namespace la;
 using json = nlohmann::json;

@@ -13,16 +13,11 @@
 #include "lookahead/decode/strategies.h"
 #include "lookahead/engine/llama.h"
 #include "lookahead/tokenizer/tokenizer.h"
+#include "lookahead/util/json_parse.h"
+
+#include "common/shared_data.h"
 
 namespace la::test {
-
-// LA_SHARED in the environment overrides the build's shared/ path (a bundled test binary on another machine).
-inline std::string shared_dir() {
-  const char* e = std::getenv("LA_SHARED");
-  return e && *e ? e : LA_SHARED_DIR;
-}
-inline std::string stories() { return shared_dir() + "/models/stories260K"; }
-inline std::string llama2xs() { return shared_dir() + "/models/llama2xs"; }
 
 // First n story prompts plus a few repetitive texts.
 inline std::vector<std::string> prompt_texts(int n) {
@@ -30,7 +25,7 @@ inline std::vector<std::string> prompt_texts(int n) {
   std::vector<std::string> out;
   std::string line;
   while (static_cast<int>(out.size()) < n && std::getline(in, line))
-    out.push_back(nlohmann::json::parse(line)["prompt"].get<std::string>());
+    out.push_back(parse_json(line)["prompt"].get<std::string>());
   out.push_back("the cat sat on the mat. the cat sat on the mat. the cat sat on the mat. the cat");
   out.push_back("one two three four five one two three four five one two three");
   out.push_back("Tom said hello. Tom said hello. Tom said hello. Tom said");

@@ -11,20 +11,14 @@
 
 #include "common.h"
 #include "lookahead/backend/cpu/isa.h"
+#include "common/load_model.h"
+#include "common/random_tree.h"
 #include "lookahead/decode/batch_runner.h"
 
 using namespace la;
 using namespace la::test;
 
 namespace {
-
-std::unique_ptr<StepModel> load(const std::string& model, const std::string& dtype, int threads = 1) {
-  LoadOptions o;
-  o.model = model;
-  o.dtype = dtype;
-  o.threads = threads;
-  return load_llama(o);
-}
 
 // The prompts through a BatchRunner, admitted in `order`, `slots` in flight; ids per prompt index.
 std::vector<std::vector<int32_t>> run_batch(StepModel& m, Strategy& s, const std::vector<std::vector<int32_t>>& ps,
@@ -82,22 +76,10 @@ std::vector<StrategyOptions> every_strategy() {
 }
 
 std::unique_ptr<Strategy> make(const StrategyOptions& o, std::unique_ptr<StepModel>& draft, const std::string& dtype) {
-  if (o.name == "ouroboros" && !draft) draft = load(llama2xs(), dtype);
+  if (o.name == "ouroboros" && !draft) draft = load_model(llama2xs(), dtype);
   return make_strategy(o, o.name == "ouroboros" ? draft.get() : nullptr);
 }
 
-// A random tree of T tokens at depth-based positions after L cache rows.
-StepInput random_tree(int T, int L, int V, std::mt19937& rng) {
-  StepInput s;
-  for (int i = 0; i < T; ++i) {
-    s.parents.push_back(i == 0 ? -1 : (rng() % 4 == 0 ? int(rng() % i) : i - 1));
-    s.tokens.push_back(int32_t(rng() % V));
-    int depth = 0;
-    for (int a = s.parents[i]; a >= 0; a = s.parents[a]) ++depth;
-    s.positions.push_back(L + depth);
-  }
-  return s;
-}
 
 }  // namespace
 
@@ -108,7 +90,7 @@ TEST(BatchForward, EveryItemsLogitsAreTheBitsOfItsForwardAlone) {
   for (const std::string& model : {stories(), std::string("random:tiny-gqa-bias:4"), std::string("random:tiny-gemma2:3")})
     for (const char* dtype : {"fp32", "bf16", "fp16"})
       for (int threads : {1, 2}) {
-        auto base = load(model, dtype, threads);
+        auto base = load_model(model, dtype, "on", threads);
         const int V = base->config().vocab;
         std::mt19937 rng(7);
         std::vector<std::unique_ptr<StepModel>> solo, batched;
@@ -145,7 +127,7 @@ TEST(BatchForward, EveryItemsLogitsAreTheBitsOfItsForwardAlone) {
 // of 5 between the others' steps) equal decoding it alone with plain greedy decoding.
 TEST(Batch, EveryStrategyAndDtypeEqualsDecodingAlone) {
   for (const char* dtype : {"fp32", "bf16", "fp16"}) {
-    auto m = load(stories(), dtype);
+    auto m = load_model(stories(), dtype);
     auto ps = prompt_ids(8, m->config().vocab);  // 8 stories + 3 repetitive texts
     GenParams gp;
     gp.max_new_tokens = 40;
@@ -165,7 +147,7 @@ TEST(Batch, EveryStrategyAndDtypeEqualsDecodingAlone) {
 // Adaptive drafting in a batch (one cost model, a controller per request told the rest of the step): exact under
 // the calibrated cost and the two extremes; a flat cost drafts, a steep one keeps every request plain.
 TEST(Batch, AdaptiveDraftingInABatchEqualsDecodingAlone) {
-  auto m = load(stories(), "fp32");
+  auto m = load_model(stories(), "fp32");
   auto ps = prompt_ids(8, m->config().vocab);
   GenParams gp;
   gp.max_new_tokens = 40;
@@ -190,7 +172,7 @@ TEST(Batch, AdaptiveDraftingInABatchEqualsDecodingAlone) {
 
 // Sampling is keyed by request stream and position: a batch draws each request's tokens as decoding it alone.
 TEST(Batch, SampledRequestsEqualDecodingAlone) {
-  auto m = load(stories(), "fp32");
+  auto m = load_model(stories(), "fp32");
   auto ps = prompt_ids(6, m->config().vocab);
   GenParams gp;
   gp.max_new_tokens = 40;
@@ -209,7 +191,7 @@ TEST(Batch, SampledRequestsEqualDecodingAlone) {
 
 // Two threads, both ISA paths: batched ids equal plain decoding alone on one thread with the detected path.
 TEST(Batch, ThreadsAndIsaPathsDoNotChangeTokens) {
-  auto ref = load(stories(), "bf16", 1);
+  auto ref = load_model(stories(), "bf16", "on", 1);
   auto ps = prompt_ids(8, ref->config().vocab);
   GenParams gp;
   gp.max_new_tokens = 32;
@@ -218,7 +200,7 @@ TEST(Batch, ThreadsAndIsaPathsDoNotChangeTokens) {
   const CpuIsa detected = detected_cpu_isa();
   for (CpuIsa isa : {CpuIsa::Portable, detected}) {
     set_cpu_isa(isa);
-    auto m = load(stories(), "bf16", 2);
+    auto m = load_model(stories(), "bf16", "on", 2);
     StrategyOptions o;
     o.name = "suffix";
     auto s = make_strategy(o);
@@ -230,7 +212,7 @@ TEST(Batch, ThreadsAndIsaPathsDoNotChangeTokens) {
 
 // The KV budget: a request waits while the others hold the rows (at most as many in flight as fit).
 TEST(Batch, KvBudgetBoundsRequestsInFlight) {
-  auto m = load(stories(), "fp32");
+  auto m = load_model(stories(), "fp32");
   auto ps = prompt_ids(8, m->config().vocab);
   GenParams gp;
   gp.max_new_tokens = 30;

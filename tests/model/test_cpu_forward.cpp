@@ -10,6 +10,8 @@
 
 #include "common.h"
 #include "lookahead/backend/cpu/isa.h"
+#include "common/load_model.h"
+#include "common/random_tree.h"
 
 using namespace la;
 using namespace la::test;
@@ -24,31 +26,6 @@ std::string smollm2() {
 bool exists(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0;
-}
-
-std::unique_ptr<StepModel> load(const std::string& model, const std::string& dtype, const std::string& kernels,
-                                 int threads = 1) {
-  LoadOptions o;
-  o.model = model;
-  o.dtype = dtype;
-  o.kernels = kernels;
-  o.threads = threads;
-  return load_llama(o);
-}
-
-// A random tree of T tokens whose nodes sit at depth-based positions after L cache rows.
-StepInput random_tree(int T, int L, int V, std::mt19937& rng, int max_fanout_back = 4) {
-  StepInput s;
-  for (int i = 0; i < T; ++i) {
-    // Mostly deep (parent = a recent node), sometimes wide (parent = an early node): random depths.
-    const int back = 1 + int(rng() % max_fanout_back);
-    s.parents.push_back(i == 0 ? -1 : (rng() % 5 == 0 ? int(rng() % i) : std::max(0, i - back)));
-    s.tokens.push_back(int32_t(rng() % V));
-    int depth = 0;
-    for (int a = s.parents[i]; a >= 0; a = s.parents[a]) ++depth;
-    s.positions.push_back(L + depth);
-  }
-  return s;
 }
 
 std::vector<int32_t> random_ids(int n, int V, std::mt19937& rng) {
@@ -85,7 +62,7 @@ TEST(CpuForward, EqualsTheAtenReferenceWithinTheDtypesTolerance) {
   for (const std::string& model : {stories(), std::string("random:tiny-gqa-bias:4"), std::string("random:tiny-mha:3"),
                                   std::string("random:tiny-wide:6")})
     for (Tol tol : {Tol{"fp32", 2e-5}, Tol{"bf16", 4e-2}, Tol{"fp16", 6e-3}}) {
-      auto k = load(model, tol.dtype, "on", 2);
+      auto k = load_model(model, tol.dtype, "on", 2);
       ASSERT_NE(k->describe().find("cpu kernels"), std::string::npos) << k->describe();
       auto ref = fork_with_kernels(*k, false, false);
       ASSERT_EQ(ref->describe().find("cpu kernels"), std::string::npos) << ref->describe();
@@ -115,7 +92,7 @@ TEST(CpuForward, ATokensLogitsAreTheSameBitsAloneAndInsideAnyTree) {
   for (const std::string& model : {stories(), std::string("random:tiny-gqa-bias:4"), std::string("random:tiny-wide:6")})
     for (const char* dtype : {"fp32", "bf16", "fp16"})
       for (int threads : {1, 2}) {
-        auto m = load(model, dtype, "on", threads);
+        auto m = load_model(model, dtype, "on", threads);
         const int V = m->config().vocab;
         std::mt19937 rng(13);
         const auto ctx = random_ids(9, V, rng);
@@ -151,7 +128,7 @@ TEST(CpuForward, PortableAndAvx2PathsGiveTheSameLogits) {
   if (detected_cpu_isa() != CpuIsa::Avx2) GTEST_SKIP() << "only the portable path runs on this CPU";
   const CpuIsa saved = cpu_isa();
   for (const char* dtype : {"fp32", "bf16", "fp16"}) {
-    auto m = load("random:tiny-gqa-bias:4", dtype, "on", 2);
+    auto m = load_model("random:tiny-gqa-bias:4", dtype, "on", 2);
     std::mt19937 rng(17);
     const int V = m->config().vocab;
     const auto ctx = random_ids(12, V, rng);
@@ -179,7 +156,7 @@ TEST(CpuForward, EveryStrategyEqualsPlainDecodingInBf16AndFp16) {
     for (const char* dtype : {"bf16", "fp16"})
       for (int threads : {1, 2}) {
         if (mc.path == smollm2() && (threads == 1 || std::string(dtype) == "fp16")) continue;  // the slow model once
-        auto m = load(mc.path, dtype, "on", threads);
+        auto m = load_model(mc.path, dtype, "on", threads);
         auto ps = prompt_ids(mc.prompts, m->config().vocab);
         if (mc.path == smollm2()) {  // real text for the real model: repetitive code, where drafts get accepted
           auto tok = Tokenizer::load(mc.path, m->config().bos_id);
@@ -219,7 +196,7 @@ TEST(CpuForwardArch, EqualsTheAtenReferenceWithinTheDtypesTolerance) {
   struct Tol { const char* dtype; double rel; };
   for (const std::string model : kArchModels)
     for (Tol tol : {Tol{"fp32", 4e-6}, Tol{"bf16", 7e-2}, Tol{"fp16", 1e-2}}) {
-      auto k = load(model, tol.dtype, "on", 2);
+      auto k = load_model(model, tol.dtype, "on", 2);
       ASSERT_NE(k->describe().find("cpu kernels"), std::string::npos) << k->describe();
       auto ref = fork_with_kernels(*k, false, false);
       ASSERT_EQ(ref->describe().find("cpu kernels"), std::string::npos) << ref->describe();
@@ -255,7 +232,7 @@ TEST(CpuForwardArch, ATokensLogitsAreTheSameBitsAloneAndInsideAnyTree) {
     for (const char* dtype : {"fp32", "bf16"})
       for (int threads : {1, 2}) {
         set_cpu_isa(isa);
-        auto m = load(model, dtype, "on", threads);
+        auto m = load_model(model, dtype, "on", threads);
         const int V = m->config().vocab;
         std::mt19937 rng(23);
         const auto ctx = random_ids(5, V, rng);
@@ -293,7 +270,7 @@ TEST(CpuForwardArch, PortableAndAvx2PathsGiveTheSameLogits) {
   const CpuIsa saved = cpu_isa();
   for (const std::string model : kArchModels)
     for (const char* dtype : {"fp32", "bf16"}) {
-      auto m = load(model, dtype, "on", 2);
+      auto m = load_model(model, dtype, "on", 2);
       std::mt19937 rng(29);
       const int V = m->config().vocab;
       const auto ctx = random_ids(12, V, rng);
@@ -314,7 +291,7 @@ TEST(CpuForwardArch, PortableAndAvx2PathsGiveTheSameLogits) {
 // plain decoding's, 2 threads, fixed drafts.
 TEST(CpuForwardArch, EveryStrategyEqualsPlainDecodingInBf16) {
   for (const std::string model : kArchModels) {
-    auto m = load(model, "bf16", "on", 2);
+    auto m = load_model(model, "bf16", "on", 2);
     ASSERT_NE(m->describe().find("cpu kernels"), std::string::npos) << m->describe();
     auto ps = prompt_ids(3, m->config().vocab);
     GenParams gp;

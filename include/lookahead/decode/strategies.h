@@ -2,10 +2,13 @@
 // struct per strategy. No libtorch, no Boost here (the CLI binds flags through StrategyFlags).
 //
 // Adding a strategy: its options struct below (and a member of StrategyOptions), its translation unit defining
-// add_*_flags / validate_*_options / make_*_strategy, and one row of the table in strategies.cpp. Nothing else
-// lists strategy names: --help, the error for an unknown name and the CLI's flags all read the table.
+// its row (*_strategy_info: name, help, add_*_flags, validate_*_options, the factory and any set-up hooks), and
+// the row's place in strategies.cpp's list. Nothing else holds a strategy's name: Strategy::name(), --help, the
+// error for an unknown name, the CLI's flags and its set-up (draft model, model identity, state files) all read
+// the row.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +105,13 @@ class StrategyFlags {
   virtual void add_switch(const std::string& flag, bool* v, const std::string& help) = 0;
 };
 
+// What a strategy may bind to from the loaded target model (the suffix state file's identity). `hash` is called
+// only by a strategy that needs it (it reads the weights and the tokenizer files).
+struct ModelIdentity {
+  int32_t vocab = 0;
+  std::function<uint64_t()> hash;
+};
+
 struct StrategyInfo {
   const char* name;
   const char* help;  // one line: what it drafts
@@ -109,6 +119,14 @@ struct StrategyInfo {
   void (*validate)(const StrategyOptions&);
   // `draft_model` is only used by strategies that need one (ouroboros); others ignore it.
   std::unique_ptr<Strategy> (*make)(const StrategyOptions&, StepModel* draft_model);
+  // Set-up hooks, null where a strategy has none; the CLI calls them through the functions below.
+  // The directory of a second model the strategy drafts with (ouroboros' --draft-model), loaded by the CLI.
+  std::string (*draft_model)(const StrategyOptions&) = nullptr;
+  // Binds the options to the loaded target model (suffix: the identity its state file must match).
+  void (*bind_model)(StrategyOptions&, const ModelIdentity&) = nullptr;
+  // Makes the state files read-only, for a group owner that loads them but leaves the writing to world rank 0 (one
+  // writer per file; rank 0's state learns every group's requests).
+  void (*read_only_state)(StrategyOptions&) = nullptr;
 };
 
 // The table, in --help order.
@@ -119,6 +137,22 @@ const StrategyInfo* find_strategy(const std::string& name);
 std::string strategy_names(const char* sep = " | ");
 
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& opt, StepModel* draft_model = nullptr);
+
+// The selected strategy's draft model directory ("" when it uses none).
+std::string strategy_draft_model(const StrategyOptions& opt);
+// The selected strategy's bind_model hook, if any.
+void bind_strategy_model(StrategyOptions& opt, const ModelIdentity& id);
+// Every strategy's read_only_state hook (a group owner other than world rank 0).
+void read_only_strategy_state(StrategyOptions& opt);
+
+// Each strategy's row, defined with its implementation (strategy_*.cpp).
+const StrategyInfo& ar_strategy_info();
+const StrategyInfo& jacobi_strategy_info();
+const StrategyInfo& lade_strategy_info();
+const StrategyInfo& trie_strategy_info();
+const StrategyInfo& prompt_lookup_strategy_info();
+const StrategyInfo& ouroboros_strategy_info();
+const StrategyInfo& suffix_strategy_info();
 
 // Each strategy's flags, option check (one la::Error per bad value, naming the flag) and factory, defined next
 // to its implementation. The factories validate too.

@@ -25,6 +25,10 @@ struct LoadOptions {
   // --max-context: at most this many positions (prompt + new tokens; 0: the model's max_position_embeddings). The
   // KV cache grows on demand up to it; a request needing more is refused naming the limit.
   int max_context = 0;
+
+  // Every value above checked in one place (one la::Error naming the flag): the CLI calls it before anything is
+  // loaded (cli.h: check_load_options), load_llama again for callers that skip the CLI.
+  void validate() const;
 };
 
 std::unique_ptr<StepModel> load_llama(const LoadOptions& opt);

@@ -3,12 +3,23 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <string>
+
+#include "lookahead/util/error.h"
 
 namespace la {
 
 enum class WType : uint8_t { F32, F16, BF16 };
 
 inline int wtype_size(WType t) { return t == WType::F32 ? 4 : 2; }
+
+// --dtype's one parser (the CLI's check, the KV cache sizing, the libtorch loader).
+inline WType parse_dtype_name(const std::string& s) {
+  if (s == "fp32") return WType::F32;
+  if (s == "fp16") return WType::F16;
+  if (s == "bf16") return WType::BF16;
+  fail("invalid --dtype '", s, "' (expected fp32, fp16 or bf16)");
+}
 
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;

@@ -8,6 +8,8 @@
 
 namespace la {
 
+class ModelDir;
+
 struct ChatMessage {
   std::string role;  // system | user | assistant
   std::string content;
@@ -29,6 +31,8 @@ class ChatTemplate {
   // {"name", "template"} of which "default" is used), else chat_template.jinja. Throws if there is none.
   static ChatTemplate load(const std::string& model_dir);
   static bool has_template(const std::string& model_dir);
+  static ChatTemplate load(const ModelDir& dir);  // its tokenizer_config.json read once (model_dir.h)
+  static bool has_template(const ModelDir& dir);
 
   // The prompt text (special tokens as text: encode it without adding BOS). Throws on messages the format
   // cannot express (e.g. roles that do not alternate where the template requires it).

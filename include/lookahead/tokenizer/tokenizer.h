@@ -8,12 +8,15 @@
 
 namespace la {
 
+class ModelDir;
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // DIR/tokenizer.model (sentencepiece) if present, else DIR/tokenizer.json (BPE); tokenizer_config.json
   // decides add_bos_token. bos_id: the model's BOS (< 0: the tokenizer's own). Throws la::Error naming the file.
   static std::unique_ptr<Tokenizer> load(const std::string& model_dir, int bos_id);
+  static std::unique_ptr<Tokenizer> load(const ModelDir& dir, int bos_id);  // its tokenizer_config.json read once
   // Byte-level stand-in for random: models: id = byte + 3 (0 pad, 1 BOS, 2 EOS), always BOS first.
   static std::unique_ptr<Tokenizer> bytes(int bos_id);
 

@@ -23,6 +23,6 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& json_text,
                                                 const HfTokenizerConfig& config = {});
 
 // DIR/tokenizer.json with DIR/tokenizer_config.json (if present) for add_bos_token and bos_token.
-std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& dir, int model_bos_id);
+std::unique_ptr<Tokenizer> load_tokenizer_json(const ModelDir& dir, int model_bos_id);
 
 }  // namespace la

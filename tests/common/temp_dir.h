@@ -1,4 +1,4 @@
-// Helpers shared by the libtorch-free test suites.
+// TempDir and whole-file byte helpers, shared by every test suite (tests/common/).
 #pragma once
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,8 +7,6 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-
-#include "lookahead/util/error.h"
 
 namespace la::test {
 
@@ -34,30 +32,6 @@ inline std::string read_bytes(const std::string& p) {
 inline void write_bytes(const std::string& p, const std::string& s) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << s;
-}
-
-// The message of the la::Error `f` throws, or "<no error>" when it returns normally.
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const la::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-// Expects `f` to throw la::Error whose message names `path` and contains `part`.
-template <class F>
-void expect_error(F f, const std::string& path, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no la::Error thrown (expected '" << part << "')";
-  } catch (const la::Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(path), std::string::npos) << msg;
-    EXPECT_NE(msg.find(part), std::string::npos) << msg;
-  }
 }
 
 }  // namespace la::test
