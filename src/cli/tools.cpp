@@ -96,7 +96,7 @@ int cmd_bench_forward(int argc, char** argv) {
   if (parse_or_help(argc, argv, d, vm)) return 0;
   lo.model = resolve_model_path(lo.model);
   const bool both = lo.kernels == "both";  // time the kernel and the ATen forward on one set of weights
-  if (both) lo.kernels = "on";
+  if (both) lo.kernels = "on", lo.keep_float_weights = true;  // the ATen fork reads the float copies
   apply_device_options(lo, graphs);
   LA_CHECK(repeat >= 1, "--repeat must be >= 1");
   auto Ts = int_list(tokens, "tokens");

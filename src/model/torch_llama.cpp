@@ -69,7 +69,7 @@ CpuModelView cpu_model_view(const TorchWeights& w) {
   v.embed = w.embed.data_ptr();
   v.norm = w.norm.data_ptr();
   auto pack = [&](const at::Tensor& t) {  // GGUF matrices kept quantized (torch_weights.h), else the float copy
-    const auto it = w.quant.find(t.data_ptr());
+    const auto it = w.quant.find(quant_key(t));
     return it != w.quant.end() ? pack_quant_weight(it->second) : pack_weight(view_of(t));
   };
   v.lm_head = pack(w.lm_head);
@@ -129,6 +129,8 @@ class TorchLlama final : public StepModel {
   std::unique_ptr<StepModel> fork() const override { return fork_with(kernels_, graphs_); }
   // A fork whose forward uses (or not) the kernels and graphs: compares both paths on one set of weights.
   std::unique_ptr<TorchLlama> fork_with(bool kernels, bool graphs) const {
+    LA_CHECK(kernels || !w_->floats_dropped, "the ATen forward needs the float weights, which were dropped for the "
+             "GGUF matrices kept quantized (set LOOKAHEAD_GGUF_QUANT=dequant, or --kernels off at load)");
     return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, fixed_gemm_, pool_, cpu_weights_);
   }
 

@@ -25,6 +25,9 @@ struct LoadOptions {
   // --max-context: at most this many positions (prompt + new tokens; 0: the model's max_position_embeddings). The
   // KV cache grows on demand up to it; a request needing more is refused naming the limit.
   int max_context = 0;
+  // Keep the float copies of a GGUF's matrices kept quantized on the CPU even with --kernels on (an ATen fork of the
+  // model will run: bench-forward --kernels both); else they are dropped (src/model/torch_weights.h).
+  bool keep_float_weights = false;
 };
 
 std::unique_ptr<StepModel> load_llama(const LoadOptions& opt);
