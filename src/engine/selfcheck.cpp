@@ -16,12 +16,7 @@
 
 namespace la {
 
-SelfCheckMode parse_selfcheck_mode(const std::string& s) {
-  if (s == "on") return SelfCheckMode::On;
-  if (s == "off") return SelfCheckMode::Off;
-  if (s == "strict") return SelfCheckMode::Strict;
-  fail("invalid --selfcheck '", s, "' (expected on, off or strict)");
-}
+// parse_selfcheck_mode: load_options.cpp (libtorch-free, linked by the --config fuzz target).
 
 const char* selfcheck_mode_name(SelfCheckMode m) {
   switch (m) {

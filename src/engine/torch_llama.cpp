@@ -69,7 +69,7 @@ CpuModelView cpu_model_view(const TorchWeights& w) {
   v.embed = w.embed.data_ptr();
   v.norm = w.norm.data_ptr();
   auto pack = [&](const at::Tensor& t) {  // GGUF matrices kept quantized (torch_weights.h), else the float copy
-    const auto it = w.quant.find(t.data_ptr());
+    const auto it = w.quant.find(quant_key(t));
     return it != w.quant.end() ? pack_quant_weight(it->second) : pack_weight(view_of(t));
   };
   v.lm_head = pack(w.lm_head);
@@ -129,6 +129,8 @@ class TorchLlama final : public StepModel {
   std::unique_ptr<StepModel> fork() const override { return fork_with(kernels_, graphs_); }
   // A fork whose forward uses (or not) the kernels and graphs: compares both paths on one set of weights.
   std::unique_ptr<TorchLlama> fork_with(bool kernels, bool graphs) const {
+    LA_CHECK(kernels || !w_->floats_dropped, "the ATen forward needs the float weights, which were dropped for the "
+             "GGUF matrices kept quantized (set LOOKAHEAD_GGUF_QUANT=dequant, or --kernels off at load)");
     return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, fixed_gemm_, pool_, cpu_weights_);
   }
 
@@ -453,15 +455,7 @@ int cuda_device_count() {
 #endif
 }
 
-void LoadOptions::validate() const {
-  (void)parse_dtype_name(dtype);
-  LA_CHECK(device == "cpu" || device == "cuda", "invalid --device '", device, "' (expected cpu or cuda)");
-  LA_CHECK(threads >= 0, "--threads must be >= 0");
-  LA_CHECK(kernels == "on" || kernels == "off", "invalid --kernels '", kernels, "' (expected on or off)");
-  LA_CHECK(cuda_gemm == "fixed" || cuda_gemm == "cublas", "invalid --cuda-gemm '", cuda_gemm,
-           "' (expected fixed or cublas)");
-  if (!selfcheck.empty()) parse_selfcheck_mode(selfcheck);
-}
+// LoadOptions::validate: load_options.cpp.
 
 std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   o.validate();

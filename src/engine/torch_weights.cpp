@@ -4,10 +4,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "lookahead/backend/cpu/cpu_forward.h"
 #include "lookahead/model/quant.h"
 #include "lookahead/model/gguf_model.h"
 #include "lookahead/model/model_dir.h"
@@ -99,12 +102,15 @@ std::map<std::string, at::Tensor> gguf_tensors(const GgufFile& f, const ModelCon
 // The GGUF matrices the CPU kernels can read quantized (gemm_quant.h), keyed by the fused float tensor each stands
 // for: q|k|v and gate|up concatenate rows of the file's tensors when they share one type; a matrix whose parts
 // differ in type (Gemma-3's Q5_0 q/k with a Q8_0 v) or whose type the quantized GEMM lacks stays float.
-void keep_quantized(TorchWeights& W, std::shared_ptr<const GgufFile> f) {
+// drop: replace the float copy of every kept matrix but the embedding by a meta tensor of its shape (see
+// TorchWeights::floats_dropped), in `unfused` too, so that only the quantized panels stay in memory.
+void keep_quantized(TorchWeights& W, std::shared_ptr<const GgufFile> f, bool drop) {
   std::map<std::string, GgufWeight> by_name;
   for (GgufWeight& g : gguf_weights(*f, W.cfg)) by_name[g.name] = g;
   std::map<std::string, int> kept;
   int total = 0;
-  auto keep = [&](const at::Tensor& t, std::initializer_list<std::string> parts) {
+  uint64_t qsum = 1469598103934665603ULL;
+  auto keep = [&](at::Tensor& t, std::initializer_list<std::string> parts) {
     ++total;
     QuantRows q;
     for (const auto& n : parts) {
@@ -118,14 +124,30 @@ void keep_quantized(TorchWeights& W, std::shared_ptr<const GgufFile> f) {
     }
     if (int64_t(q.rows.size()) != t.size(0) || q.cols != t.size(1)) return;
     ++kept[qtype_name(q.type)];
-    W.quant[t.data_ptr()] = std::move(q);
+    if (drop && !t.is_same(W.embed) && t.data_ptr() != W.embed.data_ptr()) {
+      const QTypeInfo info = qtype_info(q.type);
+      const size_t row_bytes = size_t(q.cols / info.block) * info.bytes;
+      for (const uint8_t* r : q.rows)  // 8 bytes at a time (row_bytes is a multiple of 2; the tail bytewise)
+        for (size_t i = 0; i < row_bytes; i += 8) {
+          uint64_t v = 0;
+          std::memcpy(&v, r + i, std::min<size_t>(8, row_bytes - i));
+          qsum = (qsum ^ v) * 1099511628211ULL;
+        }
+      const void* old = t.data_ptr();
+      const at::Tensor shape_only = at::empty(t.sizes(), t.options().device(at::kMeta));
+      for (auto& [n, u] : W.unfused)
+        if (u.defined() && !u.is_meta() && u.data_ptr() == old) u = shape_only;
+      t = shape_only;
+      W.floats_dropped = true;
+    }
+    W.quant[quant_key(t)] = std::move(q);
   };
-  const ModelConfig& c = W.cfg;
+  const ModelConfig c = W.cfg;
   if (c.tie_word_embeddings) keep(W.embed, {"model.embed_tokens.weight"});
   else keep(W.lm_head, {"lm_head.weight"});
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    const LayerW& L = W.layers[l];
+    LayerW& L = W.layers[l];
     if (c.fused_qkv) keep(L.wqkv, {p + "self_attn.qkv_proj.weight"});
     else keep(L.wqkv, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
     keep(L.wo, {p + "self_attn.o_proj.weight"});
@@ -136,6 +158,7 @@ void keep_quantized(TorchWeights& W, std::shared_ptr<const GgufFile> f) {
   int n = 0;
   std::string types;
   for (const auto& [t, k] : kept) n += k, types += (types.empty() ? "" : "+") + t;
+  W.quant_checksum = qsum;
   if (n > 0) {
     W.quant_source = f;
     W.quant_note = types + " kept quantized (" + std::to_string(n) + " of " + std::to_string(total) + " matrices)";
@@ -245,7 +268,11 @@ std::shared_ptr<const TorchWeights> load_weights(const LoadOptions& o, at::Devic
   const char* qenv = std::getenv("LOOKAHEAD_GGUF_QUANT");
   const std::string qmode = qenv && *qenv ? qenv : "keep";
   LA_CHECK(qmode == "keep" || qmode == "dequant", "invalid LOOKAHEAD_GGUF_QUANT '", qmode, "' (expected keep or dequant)");
-  if (gguf && dev.is_cpu() && qmode == "keep") keep_quantized(*W, gguf);
+  // The float copies of those matrices go when only the CPU kernel forward will run: --kernels on, no --selfcheck
+  // (its ATen reference needs them; as do bench-forward --kernels both and LOOKAHEAD_GGUF_QUANT=dequant).
+  const bool drop = o.kernels == "on" && !o.keep_float_weights && (o.selfcheck.empty() || o.selfcheck == "off") &&
+                    CpuForward::unsupported_reason(W->cfg).empty();
+  if (gguf && dev.is_cpu() && qmode == "keep") keep_quantized(*W, gguf, drop);
   return W;
 }
 
@@ -281,6 +308,7 @@ uint64_t weights_checksum(const TorchWeights& w) {
   for (auto& [name, t] : hf_named(w)) {
     for (char ch : name) mix(static_cast<uint8_t>(ch));
     for (auto s : t.sizes()) mix(static_cast<uint64_t>(s));
+    if (t.is_meta()) continue;  // a dropped float copy: its quantized bytes are in quant_checksum
     const at::Tensor flat = t.contiguous().view(-1);
     const at::Tensor bits = flat.view(t.element_size() == 4 ? at::kInt : at::kShort);
     uint64_t s1 = 0, s2 = 0;  // wrap around on purpose
@@ -294,10 +322,13 @@ uint64_t weights_checksum(const TorchWeights& w) {
     mix(s1);
     mix(s2);
   }
+  if (w.floats_dropped) mix(w.quant_checksum);
   return h;
 }
 
 void save_weights_hf(const TorchWeights& w, const std::string& dir) {
+  LA_CHECK(!w.floats_dropped, "save: the GGUF's matrices were kept quantized without float copies (set "
+           "LOOKAHEAD_GGUF_QUANT=dequant to save it)");
   const auto& c = w.cfg;
   nlohmann::json cfg = {{"architectures", {c.architecture}},
                         {"model_type", c.model_type},

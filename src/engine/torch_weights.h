@@ -39,7 +39,18 @@ struct TorchWeights {
   std::map<const void*, QuantRows> quant;
   std::shared_ptr<const void> quant_source;
   std::string quant_note;
+  // Whether the float copies of the matrices kept quantized were dropped (all but the embedding, whose rows the
+  // forward reads as floats): those tensors are then shape-only meta tensors, keyed in `quant` by quant_key, and
+  // only the CPU kernel forward can run (load_weights drops them only for --kernels on without --selfcheck).
+  // quant_checksum: of the quantized bytes, for weights_checksum.
+  bool floats_dropped = false;
+  uint64_t quant_checksum = 0;
 };
+
+// The key of `quant` for a weight tensor: its data pointer, or for a dropped float copy (a meta tensor) its impl.
+inline const void* quant_key(const at::Tensor& t) {
+  return t.is_meta() ? static_cast<const void*>(t.unsafeGetTensorImpl()) : t.data_ptr();
+}
 
 at::ScalarType parse_dtype(const std::string& s);
 // Loads (or, for random: models, draws) o.model's weights onto `dev` in `dt`.

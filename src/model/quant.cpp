@@ -1,6 +1,7 @@
-// Dequantization of ggml block formats to fp32 (see include/lookahead/model/quant.h). One function per block type,
-// each following the element order and the rounding steps of ggml's reference dequantizer; compiled with
-// -ffp-contract=off (CMakeLists.txt: every src/backend/cpu file), so no product and sum are fused behind our back.
+// Dequantization of ggml block formats to fp32 (see include/lookahead/model/quant.h). One split per block type (its
+// scales, offsets and integer codes, in ggml's element order); dequantization and the quantized GEMM's panels
+// (gemm_quant.cpp) both start from it. Compiled with -ffp-contract=off (CMakeLists.txt: src/model/quant.cpp), so
+// no product and sum are fused behind our back.
 #include "lookahead/model/quant.h"
 
 #include <cstdio>
@@ -39,56 +40,6 @@ inline float half(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-void deq_q4_0(const uint8_t* b, float* y) {  // d f16, qs[16]: element j low nibble, j + 16 high nibble
-  const float d = half(b);
-  const uint8_t* qs = b + 2;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = d * float(int(qs[j] & 0xF) - 8);
-    y[j + 16] = d * float(int(qs[j] >> 4) - 8);
-  }
-}
-
-void deq_q4_1(const uint8_t* b, float* y) {  // d, m f16, qs[16]
-  const float d = half(b), m = half(b + 2);
-  const uint8_t* qs = b + 4;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = d * float(qs[j] & 0xF) + m;
-    y[j + 16] = d * float(qs[j] >> 4) + m;
-  }
-}
-
-void deq_q5_0(const uint8_t* b, float* y) {  // d f16, qh u32 (bit j: fifth bit of element j), qs[16]
-  const float d = half(b);
-  uint32_t qh;
-  std::memcpy(&qh, b + 2, 4);
-  const uint8_t* qs = b + 6;
-  for (int j = 0; j < 16; ++j) {
-    const int lo = int(qs[j] & 0xF) | int(((qh >> j) & 1u) << 4);
-    const int hi = int(qs[j] >> 4) | int(((qh >> (j + 16)) & 1u) << 4);
-    y[j] = d * float(lo - 16);
-    y[j + 16] = d * float(hi - 16);
-  }
-}
-
-void deq_q5_1(const uint8_t* b, float* y) {  // d, m f16, qh u32, qs[16]
-  const float d = half(b), m = half(b + 2);
-  uint32_t qh;
-  std::memcpy(&qh, b + 4, 4);
-  const uint8_t* qs = b + 8;
-  for (int j = 0; j < 16; ++j) {
-    const int lo = int(qs[j] & 0xF) | int(((qh >> j) & 1u) << 4);
-    const int hi = int(qs[j] >> 4) | int(((qh >> (j + 16)) & 1u) << 4);
-    y[j] = d * float(lo) + m;
-    y[j + 16] = d * float(hi) + m;
-  }
-}
-
-void deq_q8_0(const uint8_t* b, float* y) {  // d f16, qs[32] int8
-  const float d = half(b);
-  const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
-  for (int j = 0; j < 32; ++j) y[j] = d * float(qs[j]);
-}
-
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block from its 12 packed bytes: bytes 0-3 hold
 // scales 0-3 (low 6 bits) and the high bits of scales 4-7; bytes 4-7 the mins 0-3 and high bits of mins 4-7;
 // bytes 8-11 the low 4 bits of scale (low nibble) and min (high nibble) of sub-blocks 4-7.
@@ -102,62 +53,85 @@ inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& mn) {
   }
 }
 
-void deq_q4_k(const uint8_t* b, float* y) {  // d, dmin f16, scales[12], qs[128]: 4 x (32 low nibbles, 32 high)
-  const float d = half(b), dmin = half(b + 2);
-  const uint8_t* sc = b + 4;
-  const uint8_t* q = b + 16;
-  for (int g = 0; g < 4; ++g) {
-    int s0, m0, s1, m1;
-    scale_min_k4(2 * g, sc, s0, m0);
-    scale_min_k4(2 * g + 1, sc, s1, m1);
-    const float d0 = d * float(s0), dm0 = dmin * float(m0), d1 = d * float(s1), dm1 = dmin * float(m1);
-    for (int l = 0; l < 32; ++l) {
-      y[64 * g + l] = d0 * float(q[32 * g + l] & 0xF) - dm0;
-      y[64 * g + 32 + l] = d1 * float(q[32 * g + l] >> 4) - dm1;
-    }
+// Q4_0/Q4_1 (NIB) and Q5_0/Q5_1: d (, m) f16, (qh u32: bit j the fifth bit of element j,) qs[16]: element j the
+// low nibble of qs[j], element j + 16 the high one; no min: the code is centred (-8 / -16).
+template <bool NIB, bool MIN>
+void split_legacy(const uint8_t* b, float* A, float* B, int* code) {
+  A[0] = half(b);
+  B[0] = MIN ? half(b + 2) : -0.0f;
+  uint32_t qh = 0;
+  if (!NIB) std::memcpy(&qh, b + (MIN ? 4 : 2), 4);
+  const uint8_t* qs = b + (MIN ? 4 : 2) + (NIB ? 0 : 4);
+  const int zero = MIN ? 0 : NIB ? 8 : 16;
+  for (int j = 0; j < 16; ++j) {
+    code[j] = int((qs[j] & 0xF) | (((qh >> j) & 1u) << 4)) - zero;
+    code[j + 16] = int((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - zero;
   }
 }
 
-void deq_q5_k(const uint8_t* b, float* y) {  // d, dmin, scales[12], qh[32], qs[128]
+// Q4_K/Q5_K: d, dmin f16, scales[12], (Q5_K: qh[32],) qs[128]: 4 x (32 low nibbles, 32 high), sub-block 2g the low
+// nibbles of chunk g, 2g + 1 its high nibbles (fifth bits: bit 2g / 2g + 1 of qh[l]). A = d * scale,
+// B = -(dmin * min): y = A * q + B is ggml's d1 * q - m1 to the bit.
+template <bool FIVE>
+void split_k(const uint8_t* b, float* A, float* B, int* code) {
   const float d = half(b), dmin = half(b + 2);
   const uint8_t* sc = b + 4;
   const uint8_t* qh = b + 16;
-  const uint8_t* q = b + 48;
-  for (int g = 0; g < 4; ++g) {
-    int s0, m0, s1, m1;
-    scale_min_k4(2 * g, sc, s0, m0);
-    scale_min_k4(2 * g + 1, sc, s1, m1);
-    const float d0 = d * float(s0), dm0 = dmin * float(m0), d1 = d * float(s1), dm1 = dmin * float(m1);
-    for (int l = 0; l < 32; ++l) {
-      const int lo = int(q[32 * g + l] & 0xF) | (((qh[l] >> (2 * g)) & 1) << 4);
-      const int hi = int(q[32 * g + l] >> 4) | (((qh[l] >> (2 * g + 1)) & 1) << 4);
-      y[64 * g + l] = d0 * float(lo) - dm0;
-      y[64 * g + 32 + l] = d1 * float(hi) - dm1;
-    }
+  const uint8_t* q = b + (FIVE ? 48 : 16);
+  for (int g = 0; g < 8; ++g) {
+    int s, m;
+    scale_min_k4(g, sc, s, m);
+    A[g] = d * float(s);
+    B[g] = -(dmin * float(m));
   }
+  for (int g = 0; g < 4; ++g)
+    for (int l = 0; l < 32; ++l) {
+      int lo = q[32 * g + l] & 0xF, hi = q[32 * g + l] >> 4;
+      if (FIVE) lo |= ((qh[l] >> (2 * g)) & 1) << 4, hi |= ((qh[l] >> (2 * g + 1)) & 1) << 4;
+      code[64 * g + l] = lo;
+      code[64 * g + 32 + l] = hi;
+    }
 }
 
-void deq_q6_k(const uint8_t* b, float* y) {  // ql[128], qh[64], scales[16] int8, d f16
+void split_q8_0(const uint8_t* b, float* A, float* B, int* code) {  // d f16, qs[32] int8
+  A[0] = half(b);
+  B[0] = -0.0f;
+  for (int j = 0; j < 32; ++j) code[j] = static_cast<int8_t>(b[2 + j]);
+}
+
+// Q6_K: ql[128], qh[64], scales[16] int8, d f16; two halves of 128 elements, each 4 x 32 from ql's nibbles and
+// qh's bit pairs, centred by -32; sub-block of 16 elements g has A = d * scales[g] (ggml: (d * sc) * q).
+void split_q6_k(const uint8_t* b, float* A, float* B, int* code) {
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const int8_t* S = reinterpret_cast<const int8_t*>(b + 192);
   const float d = half(b + 208);
-  for (int h = 0; h < 2; ++h) {  // two halves of 128 elements
-    const uint8_t* L = ql + 64 * h;
-    const uint8_t* H = qh + 32 * h;
-    const int8_t* S = sc + 8 * h;
-    float* Y = y + 128 * h;
+  for (int g = 0; g < 16; ++g) A[g] = d * float(S[g]), B[g] = -0.0f;
+  for (int h = 0; h < 2; ++h)
     for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = int((L[l] & 0xF) | ((H[l] & 3) << 4)) - 32;
-      const int q2 = int((L[l + 32] & 0xF) | (((H[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = int((L[l] >> 4) | (((H[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = int((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4)) - 32;
-      Y[l] = (d * float(S[is])) * float(q1);
-      Y[l + 32] = (d * float(S[is + 2])) * float(q2);
-      Y[l + 64] = (d * float(S[is + 4])) * float(q3);
-      Y[l + 96] = (d * float(S[is + 6])) * float(q4);
+      const uint8_t* L = ql + 64 * h;
+      const uint8_t H = qh[32 * h + l];
+      int* c = code + 128 * h;
+      c[l] = int((L[l] & 0xF) | ((H & 3) << 4)) - 32;
+      c[l + 32] = int((L[l + 32] & 0xF) | (((H >> 2) & 3) << 4)) - 32;
+      c[l + 64] = int((L[l] >> 4) | (((H >> 4) & 3) << 4)) - 32;
+      c[l + 96] = int((L[l + 32] >> 4) | (((H >> 6) & 3) << 4)) - 32;
     }
+}
+
+using SplitFn = void (*)(const uint8_t*, float*, float*, int*);
+
+SplitFn split_of(uint32_t t) {
+  switch (static_cast<QType>(t)) {
+    case QType::Q4_0: return split_legacy<true, false>;
+    case QType::Q4_1: return split_legacy<true, true>;
+    case QType::Q5_0: return split_legacy<false, false>;
+    case QType::Q5_1: return split_legacy<false, true>;
+    case QType::Q8_0: return split_q8_0;
+    case QType::Q4_K: return split_k<false>;
+    case QType::Q5_K: return split_k<true>;
+    case QType::Q6_K: return split_q6_k;
+    default: return nullptr;
   }
 }
 
@@ -193,20 +167,27 @@ void dequantize_row(uint32_t t, const void* src, float* dst, int64_t n) {
       return;
     default: break;
   }
-  void (*f)(const uint8_t*, float*) = nullptr;
-  switch (static_cast<QType>(t)) {
-    case QType::Q4_0: f = deq_q4_0; break;
-    case QType::Q4_1: f = deq_q4_1; break;
-    case QType::Q5_0: f = deq_q5_0; break;
-    case QType::Q5_1: f = deq_q5_1; break;
-    case QType::Q8_0: f = deq_q8_0; break;
-    case QType::Q4_K: f = deq_q4_k; break;
-    case QType::Q5_K: f = deq_q5_k; break;
-    case QType::Q6_K: f = deq_q6_k; break;
-    default: return;  // callers check qtype_info(t).dequantizable
-  }
+  const SplitFn split = split_of(t);
+  if (!split) return;  // callers check qtype_info(t).dequantizable
   const QTypeInfo info = qtype_info(t);
-  for (int64_t i = 0; i < n / info.block; ++i) f(s + i * info.bytes, dst + i * info.block);
+  const int group = quant_group(t);
+  float A[16], B[16];
+  int code[256];
+  for (int64_t i = 0; i < n / info.block; ++i) {
+    split(s + i * info.bytes, A, B, code);
+    float* y = dst + i * info.block;
+    for (int j = 0; j < info.block; ++j) y[j] = A[j / group] * float(code[j]) + B[j / group];
+  }
+}
+
+int quant_group(uint32_t t) {
+  if (!split_of(t)) return 0;
+  return t == uint32_t(QType::Q6_K) ? 16 : 32;
+}
+
+void split_block(uint32_t t, const uint8_t* block, float* A, float* B, int* code) {
+  const SplitFn split = split_of(t);
+  if (split) split(block, A, B, code);
 }
 
 }  // namespace la

@@ -29,6 +29,10 @@ struct LoadOptions {
   // Every value above checked in one place (one la::Error naming the flag): the CLI calls it before anything is
   // loaded (cli.h: check_load_options), load_llama again for callers that skip the CLI.
   void validate() const;
+
+  // Keep the float copies of a GGUF's matrices kept quantized on the CPU even with --kernels on (an ATen fork of the
+  // model will run: bench-forward --kernels both); else they are dropped (src/model/torch_weights.h).
+  bool keep_float_weights = false;
 };
 
 std::unique_ptr<StepModel> load_llama(const LoadOptions& opt);

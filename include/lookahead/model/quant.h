@@ -34,4 +34,14 @@ const char* qtype_name(uint32_t t);
 // dequantizable (callers check qtype_info first).
 void dequantize_row(uint32_t t, const void* src, float* dst, int64_t n);
 
+// The one per-type decoding both dequantize_row and the quantized GEMM's packing use (gemm_quant.h). A block of a
+// quantized type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) is groups of quant_group(t) elements (32; 16 for
+// Q6_K; 0 for other types) with a scale A[g] and offset B[g] each, and an integer code per element: element j is
+// A[j / group] * float(code[j]) + B[j / group], ggml's reference value to the bit (A and B are its intermediate
+// products; B = -0.0 where the type has no offset, which leaves the product unchanged; Q4_K/Q5_K's y = A * q + B
+// equals ggml's d1 * q - m1 for every non-NaN m1: only a NaN dmin, absent from real files, keeps another sign). A and B get block / group
+// entries, code gets block entries; codes are signed (Q4_0: -8..7; Q4_1, Q4_K: 0..15).
+int quant_group(uint32_t t);
+void split_block(uint32_t t, const uint8_t* block, float* A, float* B, int* code);
+
 }  // namespace la

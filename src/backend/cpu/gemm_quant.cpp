@@ -33,7 +33,7 @@ struct Format {
   bool nibble;   // 4-bit codes (one uint32 per k), else int8 codes
   bool offset;   // B present
   int group;     // k per group (32, or 16 for Q6_K)
-  int zero;      // 4-bit codes: subtracted before widening (Q4_0: 8)
+  int zero;      // 4-bit codes: stored + zero at packing, subtracted when widening (Q4_0: 8)
   int code_bytes() const { return nibble ? 4 : 8; }
   size_t group_bytes() const { return size_t(offset ? 64 : 32) + size_t(group) * code_bytes(); }
 };
@@ -52,99 +52,52 @@ bool format_of(uint32_t t, Format& f) {
   }
 }
 
-inline float half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
+// The codes of k-th element of a group for its 8 rows (4-bit: one uint32, row r in bits 4r..4r+3, minus the
+// type's zero point; others: 8 int8): the one widening step of the direct tiles and of the buffered path.
+template <bool NIB>
+inline int code_at(const uint8_t* codes, int kk, int l, int zero) {
+  if (NIB) {
+    uint32_t u;
+    std::memcpy(&u, codes + 4 * kk, 4);
+    return int((u >> (4 * l)) & 0xF) - zero;
+  }
+  return static_cast<int8_t>(codes[8 * kk + l]);
 }
 
-inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& mn) {  // as quant.cpp (Q4_K/Q5_K scales)
-  if (j < 4) {
-    sc = s[j] & 63;
-    mn = s[j + 4] & 63;
+// Lane l of the group's weights at k: A[l] * code (+ B[l]), the dequantizer's operations (quant.h: split_block).
+template <bool NIB, bool OFF>
+inline float weight_at(const uint8_t* g, int kk, int l, int zero) {
+  float A, w;
+  std::memcpy(&A, g + 4 * l, 4);
+  w = A * float(code_at<NIB>(g + (OFF ? 64 : 32), kk, l, zero));
+  if (OFF) {
+    float B;
+    std::memcpy(&B, g + 32 + 4 * l, 4);
+    w = w + B;
+  }
+  return w;
+}
+
+#if defined(__x86_64__)
+// The same for the 8 lanes at once.
+template <bool NIB, bool OFF>
+LA_AVX2 inline __m256 weights_avx2(const uint8_t* g, int kk, __m256i zero) {
+  const uint8_t* codes = g + (OFF ? 64 : 32);
+  __m256i c;
+  if constexpr (NIB) {
+    uint32_t u;
+    std::memcpy(&u, codes + 4 * kk, 4);
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts),
+                                          _mm256_set1_epi32(0xF)), zero);
   } else {
-    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
   }
+  __m256 w = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(g)), _mm256_cvtepi32_ps(c));
+  if constexpr (OFF) w = _mm256_add_ps(w, _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)));
+  return w;
 }
-
-// One block of one row split into per-group A, B and per-element codes (the integer the kernel widens: for 4-bit
-// types the raw 0..15, the kernel subtracting `zero`; for others the code itself, zero point already removed).
-// The dequantized element is A[g] * float(code) + B[g], with the operations of quant.cpp.
-void split_block(uint32_t t, const uint8_t* b, float* A, float* B, int* code) {
-  switch (static_cast<QType>(t)) {
-    case QType::Q4_0:
-    case QType::Q4_1: {
-      const bool min = t == uint32_t(QType::Q4_1);
-      A[0] = half(b);
-      B[0] = min ? half(b + 2) : -0.0f;
-      const uint8_t* qs = b + (min ? 4 : 2);
-      for (int j = 0; j < 16; ++j) code[j] = qs[j] & 0xF, code[j + 16] = qs[j] >> 4;
-      return;
-    }
-    case QType::Q5_0:
-    case QType::Q5_1: {
-      const bool min = t == uint32_t(QType::Q5_1);
-      A[0] = half(b);
-      B[0] = min ? half(b + 2) : -0.0f;
-      uint32_t qh;
-      std::memcpy(&qh, b + (min ? 4 : 2), 4);
-      const uint8_t* qs = b + (min ? 8 : 6);
-      for (int j = 0; j < 16; ++j) {
-        code[j] = int((qs[j] & 0xF) | (((qh >> j) & 1u) << 4)) - (min ? 0 : 16);
-        code[j + 16] = int((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - (min ? 0 : 16);
-      }
-      return;
-    }
-    case QType::Q8_0: {
-      A[0] = half(b);
-      B[0] = -0.0f;
-      for (int j = 0; j < 32; ++j) code[j] = static_cast<int8_t>(b[2 + j]);
-      return;
-    }
-    case QType::Q4_K:
-    case QType::Q5_K: {
-      const bool five = t == uint32_t(QType::Q5_K);
-      const float d = half(b), dmin = half(b + 2);
-      const uint8_t* sc = b + 4;
-      const uint8_t* qh = b + 16;
-      const uint8_t* q = b + (five ? 48 : 16);
-      for (int g = 0; g < 8; ++g) {
-        int s, m;
-        scale_min_k4(g, sc, s, m);
-        A[g] = d * float(s);
-        B[g] = -(dmin * float(m));
-      }
-      for (int g = 0; g < 4; ++g)
-        for (int l = 0; l < 32; ++l) {
-          int lo = q[32 * g + l] & 0xF, hi = q[32 * g + l] >> 4;
-          if (five) lo |= ((qh[l] >> (2 * g)) & 1) << 4, hi |= ((qh[l] >> (2 * g + 1)) & 1) << 4;
-          code[64 * g + l] = lo;
-          code[64 * g + 32 + l] = hi;
-        }
-      return;
-    }
-    case QType::Q6_K: {
-      const uint8_t* ql = b;
-      const uint8_t* qh = b + 128;
-      const int8_t* S = reinterpret_cast<const int8_t*>(b + 192);
-      const float d = half(b + 208);
-      for (int g = 0; g < 16; ++g) A[g] = d * float(S[g]), B[g] = -0.0f;
-      for (int h = 0; h < 2; ++h)
-        for (int l = 0; l < 32; ++l) {
-          const uint8_t* L = ql + 64 * h;
-          const uint8_t H = qh[32 * h + l];
-          int* c = code + 128 * h;
-          c[l] = int((L[l] & 0xF) | ((H & 3) << 4)) - 32;
-          c[l + 32] = int((L[l + 32] & 0xF) | (((H >> 2) & 3) << 4)) - 32;
-          c[l + 64] = int((L[l] >> 4) | (((H >> 4) & 3) << 4)) - 32;
-          c[l + 96] = int((L[l + 32] >> 4) | (((H >> 6) & 3) << 4)) - 32;
-        }
-      return;
-    }
-    default: return;
-  }
-}
+#endif
 
 // ---- tiles of steps of 1-3 rows: P panels (independent accumulator chains) x C token rows ------------------------
 // acc[q][c][l] = sum over k in order of fma(w[8 (p0 + q) + l][k], x[t0 + c][k]); panels are panel_bytes apart.
@@ -157,25 +110,8 @@ void tile_portable(const float* x, int K, const uint8_t* panel, size_t panel_byt
     for (int kk = 0; kk < f.group; ++kk)
       for (int q = 0; q < P; ++q) {
         const uint8_t* g = panel + size_t(q) * panel_bytes + size_t(gi) * gb;
-        const uint8_t* codes = g + (OFF ? 64 : 32);
         float w[kLanes];
-        for (int l = 0; l < kLanes; ++l) {
-          int c;
-          if (NIB) {
-            uint32_t u;
-            std::memcpy(&u, codes + 4 * kk, 4);
-            c = int((u >> (4 * l)) & 0xF) - f.zero;
-          } else {
-            c = static_cast<int8_t>(codes[8 * kk + l]);
-          }
-          float A, B;
-          std::memcpy(&A, g + 4 * l, 4);
-          w[l] = A * float(c);
-          if (OFF) {
-            std::memcpy(&B, g + 32 + 4 * l, 4);
-            w[l] = w[l] + B;
-          }
-        }
+        for (int l = 0; l < kLanes; ++l) w[l] = weight_at<NIB, OFF>(g, kk, l, f.zero);
         for (int t = 0; t < C; ++t) {
           const float xv = x[size_t(t0 + t) * K + k0 + kk];
           for (int l = 0; l < kLanes; ++l) acc[q][t][l] = std::fma(w[l], xv, acc[q][t][l]);
@@ -197,27 +133,12 @@ LA_AVX2 void tile_avx2_g(const float* x, int K, const uint8_t* panel, size_t pan
     for (int t = 0; t < C; ++t) acc[q][t] = _mm256_setzero_ps();
   const float* xr[C];
   for (int t = 0; t < C; ++t) xr[t] = x + size_t(t0 + t) * K;
-  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-  const __m256i mask = _mm256_set1_epi32(0xF);
   const __m256i zero = _mm256_set1_epi32(zero_point);
   for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {
     for (int kk = 0; kk < G; ++kk) {
       __m256 w[P];
-      for (int q = 0; q < P; ++q) {
-        const uint8_t* g = panel + size_t(q) * panel_bytes + size_t(gi) * gb;
-        const uint8_t* codes = g + (OFF ? 64 : 32);
-        __m256i c;
-        if constexpr (NIB) {
-          uint32_t u;
-          std::memcpy(&u, codes + 4 * kk, 4);
-          c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts), mask);
-          if (zero_point) c = _mm256_sub_epi32(c, zero);
-        } else {
-          c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
-        }
-        w[q] = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(g)), _mm256_cvtepi32_ps(c));
-        if constexpr (OFF) w[q] = _mm256_add_ps(w[q], _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)));
-      }
+      for (int q = 0; q < P; ++q)
+        w[q] = weights_avx2<NIB, OFF>(panel + size_t(q) * panel_bytes + size_t(gi) * gb, kk, zero);
       for (int t = 0; t < C; ++t) {
         const __m256 xb = _mm256_broadcast_ss(xr[t] + k0 + kk);
         for (int q = 0; q < P; ++q) acc[q][t] = _mm256_fmadd_ps(w[q], xb, acc[q][t]);
@@ -241,29 +162,8 @@ LA_AVX2 void tile_avx2(const float* x, int K, const uint8_t* panel, size_t panel
 // bits are the direct tile's; the group's widening is paid once per step instead of once per 8 rows.
 template <bool NIB, bool OFF>
 void widen_portable(const uint8_t* g, const Format& f, float* wbuf) {
-  const float* A = reinterpret_cast<const float*>(g);
-  const float* B = reinterpret_cast<const float*>(g + 32);
-  const uint8_t* codes = g + (OFF ? 64 : 32);
   for (int kk = 0; kk < f.group; ++kk)
-    for (int l = 0; l < kLanes; ++l) {
-      int c;
-      if (NIB) {
-        uint32_t u;
-        std::memcpy(&u, codes + 4 * kk, 4);
-        c = int((u >> (4 * l)) & 0xF) - f.zero;
-      } else {
-        c = static_cast<int8_t>(codes[8 * kk + l]);
-      }
-      float a, w;
-      std::memcpy(&a, A + l, 4);
-      w = a * float(c);
-      if (OFF) {
-        float b;
-        std::memcpy(&b, B + l, 4);
-        w = w + b;
-      }
-      wbuf[kk * kLanes + l] = w;
-    }
+    for (int l = 0; l < kLanes; ++l) wbuf[kk * kLanes + l] = weight_at<NIB, OFF>(g, kk, l, f.zero);
 }
 
 // acc[q][t][l] (q < P panels of the block, t < M rows) += wbuf[q][kk][l] * x[t][k0 + kk] for kk = 0 .. G-1 in
@@ -284,24 +184,8 @@ void run_buf_portable(const float* x, int K, int k0, int G, const float* wbuf, i
 #if defined(__x86_64__)
 template <bool NIB, bool OFF>
 LA_AVX2 void widen_avx2(const uint8_t* g, const Format& f, float* wbuf) {
-  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-  const __m256i mask = _mm256_set1_epi32(0xF), zero = _mm256_set1_epi32(f.zero);
-  const __m256 A = _mm256_loadu_ps(reinterpret_cast<const float*>(g));
-  const __m256 B = OFF ? _mm256_loadu_ps(reinterpret_cast<const float*>(g + 32)) : _mm256_setzero_ps();
-  const uint8_t* codes = g + (OFF ? 64 : 32);
-  for (int kk = 0; kk < f.group; ++kk) {
-    __m256i c;
-    if constexpr (NIB) {
-      uint32_t u;
-      std::memcpy(&u, codes + 4 * kk, 4);
-      c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(u)), shifts), mask), zero);
-    } else {
-      c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * kk)));
-    }
-    __m256 w = _mm256_mul_ps(A, _mm256_cvtepi32_ps(c));
-    if constexpr (OFF) w = _mm256_add_ps(w, B);
-    _mm256_storeu_ps(wbuf + kk * kLanes, w);
-  }
+  const __m256i zero = _mm256_set1_epi32(f.zero);
+  for (int kk = 0; kk < f.group; ++kk) _mm256_storeu_ps(wbuf + kk * kLanes, weights_avx2<NIB, OFF>(g, kk, zero));
 }
 
 // GG: the group length as a constant (with a run-time trip count GCC kept the accumulator array in memory,
@@ -469,7 +353,7 @@ PackedWeight pack_quant_weight(const QuantRows& q) {
           if (f.nibble) {
             uint32_t u;
             std::memcpy(&u, codes + 4 * kk, 4);
-            u |= uint32_t(c & 0xF) << (4 * lane);
+            u |= uint32_t((c + f.zero) & 0xF) << (4 * lane);
             std::memcpy(codes + 4 * kk, &u, 4);
           } else {
             codes[8 * kk + lane] = static_cast<uint8_t>(static_cast<int8_t>(c));
