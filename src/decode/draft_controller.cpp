@@ -222,8 +222,9 @@ int DraftController::choose(int context) {
       const bool whole = hint_ >= 0 && model_.ladder()[pick] >= hint_;
       // A young class probes sooner (after 2, 4, 8, ... of its steps): its first drafts may have failed by chance
       // (two warm-up drafts that accepted nothing would otherwise keep a class of long matches plain for 16+ steps).
-      const int interval = std::min(probe_interval(pick, up), 2 << std::min(class_probes_[context_], 20));
-      if (pick < top && !whole && ++since_probe_[context_] >= interval) {
+      // (The interval is only read below the top level: probe_interval reads level up's cost.)
+      if (pick < top && !whole &&
+          ++since_probe_[context_] >= std::min(probe_interval(pick, up), 2 << std::min(class_probes_[context_], 20))) {
         if (!could_pay(up)) {
           since_probe_[context_] = 0;
           ++class_probes_[context_];
