@@ -27,12 +27,22 @@ namespace la::cli {
 namespace {
 // Parses the command line into vm; prints the help and returns true if --help was given.
 bool parse_or_help(int argc, char** argv, const po::options_description& d, po::variables_map& vm) {
-  po::store(po::parse_command_line(argc, argv, d), vm);
+  try {
+    po::store(po::parse_command_line(argc, argv, d), vm);
+  } catch (const po::error&) {
+    check_args_no_placeholders(argc, argv);  // before the error's what() (cli.h)
+    throw;
+  }
   if (vm.count("help")) {
     std::cout << d;
     return true;
   }
-  po::notify(vm);
+  try {
+    po::notify(vm);
+  } catch (const po::error&) {
+    check_args_no_placeholders(argc, argv);
+    throw;
+  }
   return false;
 }
 
