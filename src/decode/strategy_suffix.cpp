@@ -21,6 +21,10 @@
 // (parallel/partition.cpp) splits it like the trie's plan: each part holds whole root-to-node paths, e.g. K = 2:
 // part 0 = r0 c1 d2 e3, part 1 = r0 c1 x4.
 //
+// Learning is lazy: the request's tree indexes the sequence at its first draft, and the global tree inserts
+// stored outputs when it is next matched (suffix_state.h), so requests the controller decodes plainly while the
+// strategy sleeps cost a copy of their output, not 32 tree updates per token.
+//
 // Draft context for the controller (Strategy::draft_context): the expected accepted tokens of the draft, in
 // classes 0, (0, 0.5], (0.5, 1], (1, 2], (2, 4], (4, 8], > 8, so a long confident match and a weak guess are
 // judged on their own statistics; and "chain": a draft right after a step that accepted 2 or more tokens (copying
@@ -83,8 +87,7 @@ class SuffixStrategy final : public Strategy {
     finish_pending();
     local_.clear();
     indexed_.clear();
-    chained_ = false;
-    sync(prompt);
+    chained_ = false;  // the prompt is indexed by the first draft (sync): a sleeping strategy never pays for it
     prompt_len_ = prompt.size();
     active_ = true;
   }
@@ -163,7 +166,8 @@ class SuffixStrategy final : public Strategy {
         {"suffix_accepted_tokens", static_cast<double>(accepted_)},
         {"suffix_learned_requests", static_cast<double>(learned_)},
         {"suffix_local_nodes", static_cast<double>(local_.size())},
-        {"suffix_global_nodes", static_cast<double>(global_.tree().size())},
+        {"suffix_global_nodes", static_cast<double>(global_.tree_nodes())},
+        {"suffix_global_pending", static_cast<double>(global_.pending())},
         {"suffix_global_sequences", static_cast<double>(global_.sequences())},
         {"suffix_global_bytes", static_cast<double>(global_.bytes())},
         {"suffix_global_evicted", static_cast<double>(global_.evicted())},

@@ -23,14 +23,26 @@ void SuffixGlobal::add(const int32_t* t, size_t n) {
   if (n == 0 || max_bytes_ <= 0) return;
   seqs_.emplace_back(t, t + n);
   seq_bytes_ += n * sizeof(int32_t);
-  tree_.insert(t, n);
   evict_to_bound();
+}
+
+SuffixTree& SuffixGlobal::tree() {
+  while (inserted_ < seqs_.size()) {
+    const std::vector<int32_t>& s = seqs_[inserted_];
+    tree_.insert(s.data(), s.size());
+    ++inserted_;
+    evict_to_bound();  // may evict s itself (then inserted_ is 0 again and the next one is at the front)
+  }
+  return tree_;
 }
 
 void SuffixGlobal::evict_to_bound() {
   while (!seqs_.empty() && static_cast<int64_t>(bytes()) > max_bytes_) {
     const auto& s = seqs_.front();
-    tree_.remove(s.data(), s.size());
+    if (inserted_ > 0) {
+      tree_.remove(s.data(), s.size());
+      --inserted_;
+    }
     seq_bytes_ -= s.size() * sizeof(int32_t);
     seqs_.pop_front();
     ++evicted_;
@@ -80,6 +92,7 @@ void SuffixGlobal::load(const std::string& path) {
   if (off != end) r.fail(end - off, " bytes after the last sequence");
   tree_.clear();
   seqs_.clear();
+  inserted_ = 0;
   seq_bytes_ = 0;
   for (auto& q : seqs) add(q.data(), q.size());
 }

@@ -384,6 +384,37 @@ TEST(DraftSuffixStrategy, SmallerBudgetKeepsAPrefix) {
   EXPECT_GT(drafted, 0);
 }
 
+// A request that never drafts (the controller asleep: begin_request, end_request, no plan) costs no tree work:
+// its prompt is never indexed and its output is stored for the global tree, inserted at the next draft, which
+// then proposes what that output taught.
+TEST(DraftSuffixStrategy, ARequestThatNeverDraftsCostsNoTreeWork) {
+  const FakeModel m(11, 4);
+  const auto prompts = make_prompts(2, 11, 8);
+  la::StrategyOptions opt;
+  opt.name = "suffix";
+  opt.suffix.min_prob = 0.0;
+  auto s = la::make_strategy(opt);
+  const V out = m.plain(prompts[0], 30);
+  s->begin_request(prompts[0]);
+  s->end_request(out);
+  auto c = s->counters();
+  EXPECT_EQ(c.at("suffix_global_nodes"), 0) << "the output was inserted while no draft was asked for";
+  EXPECT_EQ(c.at("suffix_global_pending"), 1);
+  EXPECT_EQ(c.at("suffix_global_sequences"), 1);
+  // The same context again, in a new request that drafts: the stored output answers.
+  s->begin_request(prompts[1]);
+  EXPECT_EQ(s->counters().at("suffix_local_nodes"), 0) << "the prompt was indexed before any draft";
+  const V ctx(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(out.size()) - 10);
+  la::StepPlan plan;
+  s->plan(ctx, 100, plan);
+  c = s->counters();
+  EXPECT_EQ(c.at("suffix_global_pending"), 0);
+  EXPECT_GT(c.at("suffix_global_nodes"), 0);
+  ASSERT_GT(plan.num_draft(), 0);
+  EXPECT_EQ(plan.tokens[1], out[ctx.size()]) << "the draft does not follow the learned output";
+  s->end_request(ctx);
+}
+
 TEST(DraftSuffixStrategy, StateFileMissingCorruptAndRoundTrip) {
   la::test::TempDir td("la_strat");
   const FakeModel m(11, 9);
@@ -402,7 +433,9 @@ TEST(DraftSuffixStrategy, StateFileMissingCorruptAndRoundTrip) {
   EXPECT_EQ(std::distance(fs::directory_iterator(td.dir), fs::directory_iterator()), 1);
   auto b = la::make_strategy(opt);
   EXPECT_DOUBLE_EQ(b->counters().at("suffix_loaded_sequences"), static_cast<double>(prompts.size()));
-  EXPECT_DOUBLE_EQ(b->counters().at("suffix_global_nodes"), a->counters().at("suffix_global_nodes"));
+  EXPECT_DOUBLE_EQ(b->counters().at("suffix_global_sequences"), a->counters().at("suffix_global_sequences"));
+  EXPECT_DOUBLE_EQ(b->counters().at("suffix_global_pending"), static_cast<double>(prompts.size()))
+      << "loading inserts lazily, at the first draft";
   // Warm and reloaded: still lossless, and it drafts from the first step of a repeated prompt.
   LoopStats st2;
   for (const auto& p : prompts) EXPECT_EQ(decode(*b, m, p, 30, 32, st2), m.plain(p, 30));

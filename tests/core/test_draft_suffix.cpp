@@ -155,6 +155,36 @@ TEST(SuffixGlobal, ByteBoundEvictsOldest) {
   }
 }
 
+// Learning is lazy (suffix_state.h): add() only stores, tree() inserts. Stored-but-not-inserted outputs count
+// against the byte bound, and the tree built late answers as brute force over what is kept.
+TEST(SuffixGlobal, LazyLearningStoresThenInsertsWithinTheBound) {
+  la::SuffixGlobal g(4, 10000, 3, 0);  // 50 x 60 tokens = 12000 bytes stored; the tree holds at most 120 nodes
+  std::mt19937 rng(2);
+  std::vector<V> all;
+  for (int i = 0; i < 50; ++i) {
+    V s(60);
+    for (auto& x : s) x = static_cast<int32_t>(rng() % 3);
+    g.add(s.data(), s.size());
+    all.push_back(s);
+    EXPECT_LE(g.bytes(), 10000u);
+    EXPECT_EQ(g.tree_nodes(), 0u) << "add() inserted into the tree";
+    EXPECT_EQ(g.pending(), g.sequences());
+  }
+  EXPECT_GT(g.evicted(), 0u) << "the stored outputs alone exceed the bound";
+  g.tree().check_invariants();
+  EXPECT_EQ(g.pending(), 0u);
+  EXPECT_GT(g.tree_nodes(), 0u);
+  EXPECT_LE(g.bytes(), 10000u);
+  EXPECT_EQ(g.sequences() + g.evicted(), 50u);
+  EXPECT_GT(g.sequences(), 0u);
+  const std::vector<V> newest(all.end() - static_cast<std::ptrdiff_t>(g.sequences()), all.end());
+  for (int q = 0; q < 200; ++q) {
+    V p(1 + rng() % 3);
+    for (auto& x : p) x = static_cast<int32_t>(rng() % 3);
+    ASSERT_EQ(g.tree().count_of(p.data(), p.size()), brute_count(newest, p, 4));
+  }
+}
+
 TEST(SuffixGlobal, StateFileRoundTripAndRefusals) {
   la::test::TempDir td;
   const std::string f = td.path("suffix.state");
