@@ -198,6 +198,9 @@ void print_batch_summary(const std::string& tag, int batch, const BatchCounters&
     << c.rows / steps << " rows each (" << 100.0 * c.draft_rows / rows << "% draft, " << 100.0 * c.prefill_rows / rows
     << "% prompt chunks), " << c.slot_steps / steps << " requests decoding per forward, at most " << c.max_active
     << " in flight";
+  if (c.draft_paid_s > 0)
+    l << "; drafting " << (c.draft_gain_s >= 0 ? "gained " : "lost ") << 100.0 * std::abs(c.draft_gain_s) / c.draft_paid_s
+      << "% of the step time over batched plain steps (predicted)";
   if (refused > 0) l << "; " << refused << " prompt(s) refused (--kv-memory)";
   std::cerr << l.str() + "\n";
 }

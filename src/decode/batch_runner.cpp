@@ -60,6 +60,7 @@ BatchRunner::Slot& BatchRunner::open_slot(int i) {
   s->runner = std::make_unique<StepRunner>(*s->exec, *s->strategy, cfg_);
   if (make_controller_) {
     s->controller = make_controller_(*s->strategy);
+    if (s->controller) s->controller->share_ledger(ledger_);
     s->runner->set_controller(s->controller.get());
   }
   slots_[i] = std::move(s);
@@ -168,6 +169,8 @@ void BatchRunner::step() {
     s.last_tokens = s.runner->finish_step();
     if (s.runner->done()) finished_.push_back(staged_[k]);
   }
+  counters_.draft_gain_s = ledger_.gain_s;
+  counters_.draft_paid_s = ledger_.paid_s;
 }
 
 std::vector<std::map<std::string, double>> BatchRunner::slot_counters() const {

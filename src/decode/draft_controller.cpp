@@ -133,19 +133,27 @@ bool DraftController::could_pay(int level) const {
   return level > 0 && b > 0 && (other_tokens_ + 1.0 + b) / step_cost(level, b) > score(0);
 }
 
-// The largest level that could pay and costs at most warmup_cost plain steps (0: none).
+// This request's share of a step of `step_s` seconds in which it yields 1 + accepted tokens (alone: all of it).
+double DraftController::share(double step_s, double accepted) const {
+  return step_s * (1 + accepted) / (other_tokens_ + 1 + accepted);
+}
+
+// The largest level that could pay and costs at most warmup_cost plain steps (0: none). In a batch, its extra
+// rows may cost at most (warmup_cost - 1) times this request's share of a plain step.
 int DraftController::warmup_level() const {
-  const double cap = opt_.warmup_cost * step_cost(0, 0);
+  const double plain = step_cost(0, 0);
+  const double cap = plain + (opt_.warmup_cost - 1) * share(plain, 0);
   for (int l = model_.levels() - 1; l > 0; --l)
     if (could_pay(l) && step_cost(l, hint_ >= 0 ? nodes_at(l) : model_.ladder()[l]) <= cap) return l;
   return 0;
 }
 
 // Steps between probes above `pick`: probe_every, or more when a probe's extra cost would take more than
-// probe_share of the step time.
+// probe_share of this request's step time (its share of a batched step).
 int DraftController::probe_interval(int pick, int up) const {
-  const double base = step_cost(pick, nodes_at(pick));
-  const double extra = step_cost(up, hint_ >= 0 ? nodes_at(up) : model_.ladder()[up]) - base;
+  const double full = step_cost(pick, nodes_at(pick));
+  const double base = share(full, expected_accepted(pick));
+  const double extra = step_cost(up, hint_ >= 0 ? nodes_at(up) : model_.ladder()[up]) - full;
   const double need = extra / std::max(1e-12, opt_.probe_share * base);
   return std::max(opt_.probe_every, static_cast<int>(std::min(need, 1e6)));
 }
@@ -179,7 +187,8 @@ double DraftController::worst_loss(int level) const {
 // The loss drafting may still risk: what it has gained so far, plus explore_share of all steps' time and
 // explore_credit lone plain steps.
 double DraftController::room() const {
-  return ledger_s_ + opt_.explore_share * paid_s_ + opt_.explore_credit * cost_.step_seconds(1);
+  const DraftLedger& l = *ledger_;
+  return l.gain_s - l.held_s + opt_.explore_share * l.paid_s + opt_.explore_credit * cost_.step_seconds(1);
 }
 
 int DraftController::choose(int context) {
@@ -248,6 +257,9 @@ int DraftController::choose(int context) {
   if (hint_ >= 0 && pick > 0 && model_.ladder()[pick] >= hint_) pick = top;
   plain_s_ = cost_.step_seconds(other_rows_ + 1);
   level_ = pick;
+  ledger_->held_s -= held_s_;  // a choose() without observe() (a cancelled step) holds nothing twice
+  held_s_ = pick > 0 ? std::max(0.0, worst_loss(pick)) : 0.0;
+  ledger_->held_s += held_s_;
   const int b = model_.ladder()[pick];
   s_.set_draft_budget(b);
   ++counters_.steps;
@@ -287,17 +299,19 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   // The ledger: against a plain step without a strategy, this step gained its accepted tokens at that step's
   // price per token (its share of a batched plain step) and paid its extra rows (the cost model's price) and the
   // strategy's host time (measured).
+  ledger_->held_s -= held_s_;
+  held_s_ = 0;
   const double accepted = static_cast<double>(path_ranks_.size());
   const double fwd = cost_.step_seconds(other_rows_ + 1 + r + s_.lookahead_nodes(model_.ladder()[level_]));
   const double host_s = opt_.host_overhead ? std::max(0.0, host_seconds) : 0.0;
-  ledger_s_ += accepted * plain_s_ / (other_tokens_ + 1) - (fwd + host_s - plain_s_);
-  paid_s_ += (fwd + host_s) * (1 + accepted) / (other_tokens_ + 1 + accepted);
+  ledger_->gain_s += accepted * plain_s_ / (other_tokens_ + 1) - (fwd + host_s - plain_s_);
+  ledger_->paid_s += share(fwd + host_s, accepted);
   settle();
 }
 
 void DraftController::observe_dormant() {
   plain_s_ = cost_.step_seconds(other_rows_ + 1);
-  paid_s_ += plain_s_ / (other_tokens_ + 1);
+  ledger_->paid_s += share(plain_s_, 0);
   ++counters_.steps;
   ++counters_.plain_steps;
   ++counters_.dormant_steps;
@@ -307,18 +321,19 @@ void DraftController::observe_dormant() {
 
 void DraftController::charge(double seconds) {
   if (!opt_.host_overhead || seconds <= 0) return;
-  ledger_s_ -= seconds;
+  ledger_->gain_s -= seconds;
   settle();
 }
 
 void DraftController::settle() {
   if (model_.levels() <= 1) return;  // nothing to draft: nothing to sleep from
   const double r = room();
-  if (!dormant_ && r < 0) {
-    dormant_ = true;
+  DraftLedger& l = *ledger_;
+  if (!l.dormant && r < 0) {
+    l.dormant = true;
     ++counters_.sleeps;
-  } else if (dormant_ && r >= opt_.explore_credit * cost_.step_seconds(1)) {
-    dormant_ = false;
+  } else if (l.dormant && r >= opt_.explore_credit * cost_.step_seconds(1)) {
+    l.dormant = false;
   }
 }
 

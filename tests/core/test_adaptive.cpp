@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <thread>
 
 #include "lookahead/decode/acceptance_model.h"
@@ -434,6 +435,65 @@ TEST(DraftController, LedgerBoundsWhatOptimisticDraftsLose) {
   EXPECT_GT(c.counters().steps - c.counters().plain_steps, 0);  // it did try
   EXPECT_LE(t, steps * plain * (1 + o.explore_share) + o.explore_credit * plain + 1e-9)
       << "drafting lost " << (t / (steps * plain) - 1) * 100 << "% over plain steps";
+}
+
+// A batch's slots share one ledger (draft_controller.h, "Batches"): 16 slots whose strategies promise 8-node
+// drafts that are never accepted, on a compute-bound batched cost (a 16-row step costs 4 one-row steps, every
+// further row a fifth of one), run as BatchRunner runs them (set_batch with the rest of the step, asleep slots
+// plain). The batch loses at most one allowance to batched plain decoding; with a ledger per slot it lost 16.
+TEST(DraftController, ABatchSharesOneLedger) {
+  const int B = 16, steps = 100;
+  StepCostModel cost(affine(0.8e-3, 0.2e-3));
+  cost.freeze();
+  const AdaptiveOptions o = no_host();
+  DraftLedger ledger;
+  std::vector<std::unique_ptr<HintedStrategy>> s;
+  std::vector<std::unique_ptr<DraftController>> c;
+  for (int i = 0; i < B; ++i) {
+    s.push_back(std::make_unique<HintedStrategy>());
+    s[i]->hint = 8;
+    c.push_back(std::make_unique<DraftController>(*s[i], cost, o));
+    c[i]->share_ledger(ledger);
+  }
+  const std::vector<int32_t> seq{1};
+  std::vector<StepPlan> plans(B);
+  std::vector<int> last(B, 1);
+  std::vector<char> asleep(B, 0);
+  double t = 0;
+  int64_t drafted = 0;
+  for (int step = 0; step < steps; ++step) {
+    int rows = 0, later = 0;
+    for (int n : last) later += n;
+    for (int i = 0; i < B; ++i) {
+      later -= last[i];
+      c[i]->set_batch(rows + later, B - 1);
+      asleep[i] = c[i]->dormant();
+      if (asleep[i]) {
+        plans[i].reset(1);
+      } else {
+        s[i]->cls = step % 2;
+        c[i]->choose(s[i]->draft_context(seq));
+        s[i]->plan(seq, 1000, plans[i]);
+      }
+      last[i] = plans[i].size();
+      rows += last[i];
+      drafted += plans[i].size() > 1;
+    }
+    t += cost.step_seconds(rows);
+    for (int i = 0; i < B; ++i) {
+      if (asleep[i]) {
+        c[i]->observe_dormant();
+        continue;
+      }
+      Verdict v;
+      v.path.push_back(0);
+      c[i]->observe(plans[i], v, 0.0);
+    }
+  }
+  const double plain = steps * cost.step_seconds(B);
+  EXPECT_GT(drafted, 0);  // it did try
+  EXPECT_LE(t, plain * (1 + o.explore_share) + o.explore_credit * cost.step_seconds(1) + 1e-9)
+      << "the batch lost " << (t / plain - 1) * 100 << "% to batched plain decoding";
 }
 
 // Dormancy: a strategy whose bookkeeping costs half a plain step of host time every step (a suffix tree of a

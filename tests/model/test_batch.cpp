@@ -165,6 +165,7 @@ TEST(Batch, AdaptiveDraftingInABatchEqualsDecodingAlone) {
       for (size_t i = 0; i < ps.size(); ++i)
         ASSERT_EQ(got[i], want[i]) << o.name << " shape " << int(shape) << " prompt " << i;
       if (shape == CostShape::Flat) { EXPECT_GT(bc.draft_rows, 0) << o.name; }
+      EXPECT_GT(bc.draft_paid_s, 0) << o.name << ": the slots' controllers do not share the batch's ledger";
       if (shape == CostShape::Steep) { EXPECT_EQ(st.budgets.plain_steps, st.steps) << o.name; }
     }
   }

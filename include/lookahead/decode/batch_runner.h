@@ -18,7 +18,9 @@
 // One draft budget per step, shared: with adaptive drafting every slot's controller sees the rows and expected
 // tokens of the rest of the step (DraftController::set_batch), so a request drafts only where its expected extra
 // tokens beat the marginal cost of its rows at the current batch size: generous with few requests in flight, lean
-// when the step is compute-bound, and the requests whose drafts are accepted get the rows.
+// when the step is compute-bound, and the requests whose drafts are accepted get the rows. The slots' controllers
+// share one ledger (DraftLedger): what drafting may lose to batched plain decoding is bounded for the batch as a
+// whole, not once per slot.
 //
 // KV memory: each admitted request reserves the cache rows it can need (prompt + new tokens + the largest step)
 // out of `kv_rows`; a request that does not fit waits for a slot to free rows, one that could never fit is
@@ -55,6 +57,8 @@ struct BatchCounters {
   int64_t prefill_rows = 0;  // prompt chunk rows among them
   int64_t slot_steps = 0;    // decode steps of requests (sum over forwards of decoding slots)
   int64_t max_active = 0;    // most requests in flight at once
+  double draft_gain_s = 0;   // the slots' shared ledger (DraftLedger): drafting's gain over batched plain steps ...
+  double draft_paid_s = 0;   // ... and all steps' predicted seconds (0, 0: no adaptive drafting)
 };
 
 class BatchRunner {
@@ -104,6 +108,7 @@ class BatchRunner {
   BatchOptions opt_;
   StepCostModel* cost_;
   std::function<std::unique_ptr<DraftController>(Strategy&)> make_controller_;
+  DraftLedger ledger_;     // shared by every slot's controller
   int max_step_rows_ = 1;  // the largest step one request can stage
   std::vector<std::unique_ptr<Slot>> slots_;
   int active_ = 0;

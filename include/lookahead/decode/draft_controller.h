@@ -54,6 +54,14 @@
 // model against a suffix tree of a million nodes) costs plain decoding a few percent, and on a real model, where
 // drafts pay, the ledger only grows and nothing ever sleeps.
 //
+// Batches: the slots of a batch (batch_runner.h) share one ledger (share_ledger): one account of what drafting
+// gained and paid over the whole step, one exploration allowance (explore_share of all steps' time plus
+// explore_credit lone plain steps, once), one dormancy. With a ledger per slot, 16 slots held 16 allowances: on a
+// job of 24 short requests at --batch 16 that alone let drafting lose 5-9% to batched plain decoding. Every cost a
+// slot weighs against its own gain (a warm-up's cap, a probe's share of step time) is its share of the step: a
+// probe of 2 rows is 2/16 of a 16-row step, not 2 rows over the step. A slot's chosen draft holds its worst loss in
+// the ledger until observed, so the slots planned later in the same step see the room it took.
+//
 // Determinism: only which draft is proposed depends on timings; the verifier accepts exactly the tokens plain
 // decoding would produce (greedy) or the position-keyed samples (sampling), whatever the budget.
 #pragma once
@@ -81,6 +89,15 @@ struct AdaptiveOptions {
   double explore_credit = 2.0;  // ... plus this many lone plain steps
 };
 
+// What drafting gained over plain decoding and what all steps cost, in the cost model's seconds (see the
+// header): one per controller, or one per batch shared by its slots' controllers.
+struct DraftLedger {
+  double gain_s = 0;  // drafting's realized gain over plain steps so far (may be < 0)
+  double paid_s = 0;  // all steps so far (each request's share of batched steps)
+  double held_s = 0;  // worst losses of drafts chosen and not yet observed (the other slots of this step)
+  bool dormant = false;
+};
+
 struct AdaptiveCounters {
   std::map<int, int64_t> budget_hist;  // chosen budget -> steps
   int64_t steps = 0, plain_steps = 0, probe_steps = 0, warmup_steps = 0;
@@ -94,10 +111,16 @@ class DraftController {
  public:
   // `strategy` and `cost` must outlive the controller.
   DraftController(Strategy& strategy, StepCostModel& cost, AdaptiveOptions opt = {});
+  ~DraftController() { ledger_->held_s -= held_s_; }
+  DraftController(const DraftController&) = delete;
+  DraftController& operator=(const DraftController&) = delete;
   // Batched steps (batch_runner.h): the rest of the coming step holds `other_rows` rows of other requests that
   // yield `other_tokens` tokens. The budget is then chosen for the step's tokens per second as a whole: a draft
   // pays when its expected extra tokens beat the marginal cost of its rows at that step size. (0, 0): alone.
   void set_batch(double other_rows, double other_tokens) { other_rows_ = other_rows; other_tokens_ = other_tokens; }
+  // The slots of a batch share one ledger (`l` must outlive the controller); by default a controller has its own.
+  void share_ledger(DraftLedger& l) { ledger_ = &l; }
+  const DraftLedger& ledger() const { return *ledger_; }
   // Chooses the budget of the next step (whose context class the strategy gave) and sets it on the strategy.
   int choose(int context = 0);
   // The step planned after the last choose(): the plan run and its verdict (as verified, before eos/length cuts),
@@ -105,7 +128,7 @@ class DraftController {
   void observe(const StepPlan& plan, const Verdict& verdict, double host_seconds);
   // Dormancy (see the header): the strategy sleeps while dormant(); the runner then runs plain steps without it
   // and reports each through observe_dormant(). charge(): host seconds the strategy spent outside steps.
-  bool dormant() const { return dormant_; }
+  bool dormant() const { return ledger_->dormant; }
   void observe_dormant();
   void charge(double seconds);
   // Predicted tokens per second of a ladder level in the current context (tests, logs).
@@ -153,10 +176,11 @@ class DraftController {
   int level_ = 0;
   bool probe_ = false;
   double other_rows_ = 0, other_tokens_ = 0;  // set_batch()
-  double ledger_s_ = 0;  // drafting's realized gain over plain steps so far, in predicted seconds (may be < 0)
-  double paid_s_ = 0;    // predicted seconds of all steps so far (this request's share of batched steps)
+  DraftLedger own_ledger_;
+  DraftLedger* ledger_ = &own_ledger_;
   double plain_s_ = 0;   // the coming step's forward as a plain step (no strategy: the ledger's baseline)
-  bool dormant_ = false;
+  double held_s_ = 0;    // what this controller's chosen draft holds in the ledger until observed
+  double share(double step_s, double accepted) const;  // this request's share of a step's seconds
   void settle();         // after the ledger moved: sleep when its room ran out, wake when it refilled
   std::vector<int64_t> since_probe_;  // per context class
   std::vector<int> class_warm_;       // per context class: warm-up drafts planned (size hints only)
