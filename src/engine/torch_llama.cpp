@@ -88,8 +88,10 @@ CpuModelView cpu_model_view(const TorchWeights& w) {
 
 class TorchLlama final : public StepModel {
  public:
+  static constexpr int kForkCacheRows = 256;  // a fork's first cache: grown or reserved on demand
   TorchLlama(std::shared_ptr<const TorchWeights> w, std::string desc, bool kernels, bool graphs, bool fixed_gemm,
-             std::shared_ptr<ThreadPool> pool, std::shared_ptr<const CpuModelView> cpu_weights = nullptr)
+             std::shared_ptr<ThreadPool> pool, std::shared_ptr<const CpuModelView> cpu_weights = nullptr,
+             int cache_rows = 0)
       : w_(std::move(w)),
         desc_(std::move(desc)),
         kernels_(kernels),
@@ -101,7 +103,10 @@ class TorchLlama final : public StepModel {
     make_cpu_forward();
     // The KV cache starts at what short requests need and doubles on demand up to the context (+256 rows of step
     // slack): a 131k-context model does not reserve its whole context (17 GiB for Llama-3-8B) before the first token.
-    alloc_cache(std::min(w_->cfg.max_positions, 4096) + 256);
+    // A fork starts at kForkCacheRows: a batch's slots are sized by reserve_cache at admission, and 15 forks of
+    // SmolLM2 at 4352 rows zeroed 3 GB inside the job (17% of a --batch 8 run's profile, with libgomp's threads
+    // spinning after each fill).
+    alloc_cache(cache_rows > 0 ? cache_rows : std::min(w_->cfg.max_positions, 4096) + 256);
     make_cuda_forward();
   }
 
@@ -131,7 +136,7 @@ class TorchLlama final : public StepModel {
   std::unique_ptr<TorchLlama> fork_with(bool kernels, bool graphs) const {
     LA_CHECK(kernels || !w_->floats_dropped, "the ATen forward needs the float weights, which were dropped for the "
              "GGUF matrices kept quantized (set LOOKAHEAD_GGUF_QUANT=dequant, or --kernels off at load)");
-    return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, fixed_gemm_, pool_, cpu_weights_);
+    return std::make_unique<TorchLlama>(w_, desc_, kernels, graphs, fixed_gemm_, pool_, cpu_weights_, kForkCacheRows);
   }
 
   std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* logits_out) override {
