@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <sstream>
 
 #include "cli.h"
 #include "lookahead/model/model_path.h"
+#include "lookahead/options/strategy_options.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 
@@ -76,37 +76,9 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
       ("allow-empty-prompt", po::bool_switch(&o.allow_empty), "accept empty prompts (generation starts from BOS)");
 }
 
-// Binds the registry's strategy flags to Boost.Program_options; each flag's default is the value it points at.
-class BoostStrategyFlags final : public StrategyFlags {
- public:
-  explicit BoostStrategyFlags(po::options_description& d) : d_(d) {}
-  void add(const std::string& f, int* v, const std::string& h) override { bind(f, v, h); }
-  void add(const std::string& f, int64_t* v, const std::string& h) override { bind(f, v, h); }
-  void add(const std::string& f, double* v, const std::string& h) override {
-    std::ostringstream text;  // 0.1, not 0.10000000000000001
-    text << *v;
-    d_.add_options()(f.c_str(), po::value(v)->default_value(*v, text.str()), h.c_str());
-  }
-  void add(const std::string& f, std::string* v, const std::string& h) override { bind(f, v, h); }
-  void add_switch(const std::string& f, bool* v, const std::string& h) override {
-    d_.add_options()(f.c_str(), po::bool_switch(v), h.c_str());
-  }
-
- private:
-  template <class T>
-  void bind(const std::string& f, T* v, const std::string& h) {
-    d_.add_options()(f.c_str(), po::value(v)->default_value(*v), h.c_str());
-  }
-  po::options_description& d_;
-};
-
-void add_strategy_options(po::options_description& d, StrategyOptions& s) {
-  static const std::string names = strategy_names();
-  d.add_options()
-      ("strategy", po::value(&s.name)->default_value(s.name), names.c_str())
-      ("draft-seed", po::value(&s.seed)->default_value(s.seed), "seed of draft-state randomness (LADE/Jacobi init)");
-  BoostStrategyFlags flags(d);
-  for (const auto& e : strategy_registry()) e.flags(flags, s);
+// --strategy, --draft-seed and the registry's flags (lookahead/options/strategy_options.h), then --adaptive.
+void add_generate_strategy_options(po::options_description& d, StrategyOptions& s) {
+  add_strategy_options(d, s);
   d.add_options()
       ("adaptive", po::value<std::string>()->default_value("on")->notifier([&s](const std::string& v) {
          LA_CHECK(v == "on" || v == "off", "invalid --adaptive '", v, "' (expected on or off)");
@@ -209,7 +181,7 @@ void check_ranks(GenerateOptions& o) {
 void add_generate_options(po::options_description& d, GenerateOptions& o) {
   add_run_options(d, o);
   add_device_options(d, o.load, o.graphs);
-  add_strategy_options(d, o.strategy);
+  add_generate_strategy_options(d, o.strategy);
   add_job_options(d, o.job);
 }
 
