@@ -24,14 +24,6 @@ void add_model_option(boost::program_options::options_description& d, std::strin
 void add_dtype_device_options(boost::program_options::options_description& d, LoadOptions& lo);
 void add_device_options(boost::program_options::options_description& d, LoadOptions& lo, std::string& graphs);
 void add_load_options(boost::program_options::options_description& d, LoadOptions& lo, std::string& graphs);
-// Boost.Program_options fills its error messages by replacing %value%, %option%, %original_token%, ... in a loop
-// that never ends when the text it puts in holds the same sequence: `--max-new-tokens %value%` hung in what()
-// (found by fuzz_generate_config; SIGTERM does not stop it). So when Boost refuses the options, and only then (a
-// prompt may hold "%path%"), these name the argument or --config line with such a sequence as one la::Error,
-// before anything calls the error's what().
-void check_no_placeholders(const std::string& text, const std::string& where);
-void check_args_no_placeholders(int argc, char** argv);
-void check_file_no_placeholders(const std::string& path, const std::string& where);
 std::string check_model_option(const std::string& model);  // "--model is required", else the resolved path
 void check_load_options(LoadOptions& lo, const std::string& graphs);
 int cmd_generate(int argc, char** argv);

@@ -1,15 +1,14 @@
 #include "generate_options.h"
 
-#include <fstream>
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 
 #include "cli.h"
 #include "lookahead/model/model_path.h"
+#include "lookahead/options/parse.h"
 #include "lookahead/options/strategy_options.h"
 #include "lookahead/util/error.h"
-#include "lookahead/util/files.h"
 
 namespace po = boost::program_options;
 
@@ -189,34 +188,11 @@ bool parse_generate_options(int argc, char** argv, GenerateOptions& o) {
   po::options_description d("lookahead generate: decode prompts with a Llama-family model\n\nOptions");
   add_generate_options(d, o);
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, d), vm);
-  } catch (const po::error&) {
-    check_args_no_placeholders(argc, argv);  // before the error's what() (cli.h)
-    throw;
-  }
-  if (vm.count("help")) {
+  if (!parse_checked(argc, argv, d, vm, "config")) {  // --help
     std::cout << d << strategies_help() << "\nExamples:\n  lookahead generate --model ../shared/models/stories260K --prompt 'Once upon a time'"
                       " --strategy lade\n  lookahead generate --model DIR --input prompts.jsonl --output out.jsonl"
                       " --strategy trie --decoding-length 64\n" << kJobHelp;
     return false;
-  }
-  if (vm.count("config")) {
-    const std::string cf = vm["config"].as<std::string>();
-    LA_CHECK(file_exists(cf), "--config file '", cf, "' does not exist");
-    try {
-      po::store(po::parse_config_file<char>(cf.c_str(), d), vm);
-    } catch (const po::error&) {
-      check_file_no_placeholders(cf, "--config file '" + cf + "'");  // before the error's what() (cli.h)
-      throw;
-    }
-  }
-  try {
-    po::notify(vm);
-  } catch (const po::error&) {
-    check_args_no_placeholders(argc, argv);
-    if (vm.count("config")) check_file_no_placeholders(vm["config"].as<std::string>(), "--config file");
-    throw;
   }
   o.has_prompt = vm.count("prompt") > 0;
   return true;

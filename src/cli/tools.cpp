@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "lookahead/engine/llama.h"
 #include "lookahead/model/model_path.h"
+#include "lookahead/options/parse.h"
 #include "lookahead/engine/selfcheck.h"
 #include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
@@ -25,25 +26,11 @@ namespace la::cli {
 // from the model code so that the --config fuzz target links them.
 
 namespace {
-// Parses the command line into vm; prints the help and returns true if --help was given.
+// Parses the command line into vm (parse_checked); prints the help and returns true if --help was given.
 bool parse_or_help(int argc, char** argv, const po::options_description& d, po::variables_map& vm) {
-  try {
-    po::store(po::parse_command_line(argc, argv, d), vm);
-  } catch (const po::error&) {
-    check_args_no_placeholders(argc, argv);  // before the error's what() (cli.h)
-    throw;
-  }
-  if (vm.count("help")) {
-    std::cout << d;
-    return true;
-  }
-  try {
-    po::notify(vm);
-  } catch (const po::error&) {
-    check_args_no_placeholders(argc, argv);
-    throw;
-  }
-  return false;
+  if (parse_checked(argc, argv, d, vm)) return false;
+  std::cout << d;
+  return true;
 }
 
 std::vector<int> int_list(const std::string& s, const char* flag, int min_value = 1) {

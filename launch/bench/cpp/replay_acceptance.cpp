@@ -30,6 +30,7 @@
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/step_plan.h"
 #include "lookahead/decode/strategies.h"
+#include "lookahead/options/parse.h"
 #include "lookahead/options/strategy_options.h"
 #include "lookahead/util/error.h"
 
@@ -85,12 +86,10 @@ int main(int argc, char** argv) try {
   so.name = "suffix";  // the default --strategy here (trie | suffix | prompt-lookup fit)
   la::add_strategy_options(d, so);
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, d), vm);
-  if (vm.count("help")) {
+  if (!la::parse_checked(argc, argv, d, vm)) {  // --help
     std::cout << d;
     return 0;
   }
-  po::notify(vm);
   LA_CHECK(so.name == "trie" || so.name == "suffix" || so.name == "prompt-lookup",
            "replay: --strategy must be trie, suffix or prompt-lookup (got '", so.name, "')");
   so.validate();
