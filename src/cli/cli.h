@@ -4,16 +4,19 @@
 #include <string>
 
 #include "lookahead/model/config.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/engine/llama.h"
 #include "lookahead/tokenizer/tokenizer.h"
 
 namespace la::cli {
 int cmd_tokenize(int argc, char** argv);
-// The tokenizer generate and tokenize use: --tokenizer DIR if given (`bytes`: the byte tokenizer, for any model),
-// else the model directory's (a byte tokenizer for random: models). With a model config, its BOS is the default
-// and its vocabulary must hold the tokenizer's.
-std::unique_ptr<Tokenizer> open_tokenizer(const std::string& model, const std::string& tokenizer_dir,
-                                          const ModelConfig* cfg);
+// The files generate and tokenize take the tokenizer (and generate the chat template) from: --tokenizer DIR if
+// given, else the model's (tokenizer_dir_of), one ModelDir so that its tokenizer_config.json is read once.
+ModelDir tokenizer_files(const std::string& model, const std::string& tokenizer_dir);
+// The tokenizer of those files, or the byte tokenizer for --tokenizer bytes (any model) and for a random: model
+// without --tokenizer. With a model config, its BOS is the default and its vocabulary must hold the tokenizer's.
+std::unique_ptr<Tokenizer> open_tokenizer(const ModelDir& files, const std::string& model,
+                                          const std::string& tokenizer_dir, const ModelConfig* cfg);
 // The model-loading flags, declared here once for every command (one help text each): --model; --dtype, --device,
 // --threads; --kernels, --cuda-graphs, --cuda-gemm, --selfcheck, --max-context (add_device_options).
 // add_load_options adds all of them; check_load_options validates them once, before anything is loaded: --model

@@ -109,7 +109,7 @@ int cmd_generate(int argc, char** argv) {
 
   const auto t0 = Clock::now();
   Models m = open_model_files(o);
-  tokenize_prompts(prompts, *m.tok, m.cfg, o);
+  tokenize_prompts(prompts, *m.tok, *m.tokenizer_files, m.cfg, o);
   load_weights(m, o, ranks.owner);
   check_ranks_agree(*ranks.comm, *m.model, o, prompts.size());
   const RankOptions dopt = rank_options(o, ranks.tag, ranks.group);

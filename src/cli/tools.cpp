@@ -175,14 +175,18 @@ int cmd_save_model(int argc, char** argv) {
   return 0;
 }
 
-std::unique_ptr<Tokenizer> open_tokenizer(const std::string& model, const std::string& tokenizer_dir,
-                                          const ModelConfig* cfg) {
+ModelDir tokenizer_files(const std::string& model, const std::string& tokenizer_dir) {
+  return ModelDir(tokenizer_dir_of(model, tokenizer_dir));
+}
+
+std::unique_ptr<Tokenizer> open_tokenizer(const ModelDir& files, const std::string& model,
+                                          const std::string& tokenizer_dir, const ModelConfig* cfg) {
   const int bos = cfg ? cfg->bos_id : -1;
   std::unique_ptr<Tokenizer> tok;
-  if (tokenizer_dir == "bytes") tok = Tokenizer::bytes(bos);  // e.g. a saved random: model, ids in and out
-  else if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, bos);
-  else if (is_random_model(model)) tok = Tokenizer::bytes(bos);
-  else tok = Tokenizer::load(model, bos);
+  if (tokenizer_dir == "bytes" || (tokenizer_dir.empty() && is_random_model(model)))
+    tok = Tokenizer::bytes(bos);  // e.g. a saved random: model, ids in and out
+  else
+    tok = Tokenizer::load(files, bos);
   if (cfg)
     LA_CHECK(tok->vocab_size() <= cfg->vocab, "tokenizer has ", tok->vocab_size(),
              " pieces but the model's vocabulary is ", cfg->vocab);
@@ -241,7 +245,7 @@ int cmd_tokenize(int argc, char** argv) {
   }
   std::unique_ptr<ModelConfig> cfg;
   if (!model.empty()) cfg = std::make_unique<ModelConfig>(model_config_of(model));
-  const auto tok = open_tokenizer(model, tokenizer_dir, cfg.get());
+  const auto tok = open_tokenizer(tokenizer_files(model, tokenizer_dir), model, tokenizer_dir, cfg.get());
   std::string out;
   for (const auto& r : recs) {
     json rec = {{"id", r.id}};
