@@ -20,7 +20,7 @@
 #include "cli.h"
 #include "lookahead/model/dtype.h"
 #include "lookahead/decode/cost_calibration.h"
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 #include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 #include "generate_options.h"

@@ -15,9 +15,9 @@
 #include "lookahead/model/model_dir.h"
 #include "lookahead/model/step_model.h"
 #include "lookahead/tokenizer/tokenizer.h"
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
+#include "lookahead/dist/comm_group.h"
 #include "lookahead/parallel/parallel_executor.h"
-#include "lookahead/parallel/replica_group.h"
 
 namespace la::cli {
 
