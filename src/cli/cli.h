@@ -4,16 +4,19 @@
 #include <string>
 
 #include "lookahead/model/config.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/engine/llama.h"
 #include "lookahead/tokenizer/tokenizer.h"
 
 namespace la::cli {
 int cmd_tokenize(int argc, char** argv);
-// The tokenizer generate and tokenize use: --tokenizer DIR if given (`bytes`: the byte tokenizer, for any model),
-// else the model directory's (a byte tokenizer for random: models). With a model config, its BOS is the default
-// and its vocabulary must hold the tokenizer's.
-std::unique_ptr<Tokenizer> open_tokenizer(const std::string& model, const std::string& tokenizer_dir,
-                                          const ModelConfig* cfg);
+// The files generate and tokenize take the tokenizer (and generate the chat template) from: --tokenizer DIR if
+// given, else the model's (tokenizer_dir_of), one ModelDir so that its tokenizer_config.json is read once.
+ModelDir tokenizer_files(const std::string& model, const std::string& tokenizer_dir);
+// The tokenizer of those files, or the byte tokenizer for --tokenizer bytes (any model) and for a random: model
+// without --tokenizer. With a model config, its BOS is the default and its vocabulary must hold the tokenizer's.
+std::unique_ptr<Tokenizer> open_tokenizer(const ModelDir& files, const std::string& model,
+                                          const std::string& tokenizer_dir, const ModelConfig* cfg);
 // The model-loading flags, declared here once for every command (one help text each): --model; --dtype, --device,
 // --threads; --kernels, --cuda-graphs, --cuda-gemm, --selfcheck, --max-context (add_device_options).
 // add_load_options adds all of them; check_load_options validates them once, before anything is loaded: --model
@@ -24,14 +27,6 @@ void add_model_option(boost::program_options::options_description& d, std::strin
 void add_dtype_device_options(boost::program_options::options_description& d, LoadOptions& lo);
 void add_device_options(boost::program_options::options_description& d, LoadOptions& lo, std::string& graphs);
 void add_load_options(boost::program_options::options_description& d, LoadOptions& lo, std::string& graphs);
-// Boost.Program_options fills its error messages by replacing %value%, %option%, %original_token%, ... in a loop
-// that never ends when the text it puts in holds the same sequence: `--max-new-tokens %value%` hung in what()
-// (found by fuzz_generate_config; SIGTERM does not stop it). So when Boost refuses the options, and only then (a
-// prompt may hold "%path%"), these name the argument or --config line with such a sequence as one la::Error,
-// before anything calls the error's what().
-void check_no_placeholders(const std::string& text, const std::string& where);
-void check_args_no_placeholders(int argc, char** argv);
-void check_file_no_placeholders(const std::string& path, const std::string& where);
 std::string check_model_option(const std::string& model);  // "--model is required", else the resolved path
 void check_load_options(LoadOptions& lo, const std::string& graphs);
 int cmd_generate(int argc, char** argv);

@@ -3,8 +3,6 @@
 // parsing of `generate` links without the model code (tests/fuzz/fuzz_generate_config.cpp; LoadOptions::validate
 // is src/engine/load_options.cpp, libtorch-free).
 #include <boost/program_options.hpp>
-#include <cctype>
-#include <fstream>
 #include <string>
 
 #include "cli.h"
@@ -32,25 +30,6 @@ void add_load_options(po::options_description& d, LoadOptions& lo, std::string& 
   add_model_option(d, lo.model);
   add_dtype_device_options(d, lo);
   add_device_options(d, lo, graphs);
-}
-
-void check_no_placeholders(const std::string& text, const std::string& where) {
-  for (size_t i = text.find('%'); i != std::string::npos; i = text.find('%', i + 1)) {
-    size_t j = i + 1;
-    while (j < text.size() && (std::islower(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
-    if (j > i + 1 && j < text.size() && text[j] == '%')
-      fail(where, " holds '", text.substr(i, j - i + 1), "': a %name% sequence is not accepted in options");
-  }
-}
-
-void check_args_no_placeholders(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) check_no_placeholders(argv[i], "argument " + std::to_string(i));
-}
-
-void check_file_no_placeholders(const std::string& path, const std::string& where) {
-  std::ifstream in(path);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) check_no_placeholders(line, where + " line " + std::to_string(n));
 }
 
 std::string check_model_option(const std::string& model) {

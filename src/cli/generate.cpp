@@ -20,7 +20,7 @@
 #include "cli.h"
 #include "lookahead/model/dtype.h"
 #include "lookahead/decode/cost_calibration.h"
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 #include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 #include "generate_options.h"
@@ -109,7 +109,7 @@ int cmd_generate(int argc, char** argv) {
 
   const auto t0 = Clock::now();
   Models m = open_model_files(o);
-  tokenize_prompts(prompts, *m.tok, m.cfg, o);
+  tokenize_prompts(prompts, *m.tok, *m.tokenizer_files, m.cfg, o);
   load_weights(m, o, ranks.owner);
   check_ranks_agree(*ranks.comm, *m.model, o, prompts.size());
   const RankOptions dopt = rank_options(o, ranks.tag, ranks.group);

@@ -1,15 +1,14 @@
 #include "generate_options.h"
 
-#include <fstream>
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <sstream>
 
 #include "cli.h"
 #include "lookahead/model/model_path.h"
+#include "lookahead/options/parse.h"
+#include "lookahead/options/strategy_options.h"
 #include "lookahead/util/error.h"
-#include "lookahead/util/files.h"
 
 namespace po = boost::program_options;
 
@@ -76,37 +75,9 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
       ("allow-empty-prompt", po::bool_switch(&o.allow_empty), "accept empty prompts (generation starts from BOS)");
 }
 
-// Binds the registry's strategy flags to Boost.Program_options; each flag's default is the value it points at.
-class BoostStrategyFlags final : public StrategyFlags {
- public:
-  explicit BoostStrategyFlags(po::options_description& d) : d_(d) {}
-  void add(const std::string& f, int* v, const std::string& h) override { bind(f, v, h); }
-  void add(const std::string& f, int64_t* v, const std::string& h) override { bind(f, v, h); }
-  void add(const std::string& f, double* v, const std::string& h) override {
-    std::ostringstream text;  // 0.1, not 0.10000000000000001
-    text << *v;
-    d_.add_options()(f.c_str(), po::value(v)->default_value(*v, text.str()), h.c_str());
-  }
-  void add(const std::string& f, std::string* v, const std::string& h) override { bind(f, v, h); }
-  void add_switch(const std::string& f, bool* v, const std::string& h) override {
-    d_.add_options()(f.c_str(), po::bool_switch(v), h.c_str());
-  }
-
- private:
-  template <class T>
-  void bind(const std::string& f, T* v, const std::string& h) {
-    d_.add_options()(f.c_str(), po::value(v)->default_value(*v), h.c_str());
-  }
-  po::options_description& d_;
-};
-
-void add_strategy_options(po::options_description& d, StrategyOptions& s) {
-  static const std::string names = strategy_names();
-  d.add_options()
-      ("strategy", po::value(&s.name)->default_value(s.name), names.c_str())
-      ("draft-seed", po::value(&s.seed)->default_value(s.seed), "seed of draft-state randomness (LADE/Jacobi init)");
-  BoostStrategyFlags flags(d);
-  for (const auto& e : strategy_registry()) e.flags(flags, s);
+// --strategy, --draft-seed and the registry's flags (lookahead/options/strategy_options.h), then --adaptive.
+void add_generate_strategy_options(po::options_description& d, StrategyOptions& s) {
+  add_strategy_options(d, s);
   d.add_options()
       ("adaptive", po::value<std::string>()->default_value("on")->notifier([&s](const std::string& v) {
          LA_CHECK(v == "on" || v == "off", "invalid --adaptive '", v, "' (expected on or off)");
@@ -209,7 +180,7 @@ void check_ranks(GenerateOptions& o) {
 void add_generate_options(po::options_description& d, GenerateOptions& o) {
   add_run_options(d, o);
   add_device_options(d, o.load, o.graphs);
-  add_strategy_options(d, o.strategy);
+  add_generate_strategy_options(d, o.strategy);
   add_job_options(d, o.job);
 }
 
@@ -217,34 +188,11 @@ bool parse_generate_options(int argc, char** argv, GenerateOptions& o) {
   po::options_description d("lookahead generate: decode prompts with a Llama-family model\n\nOptions");
   add_generate_options(d, o);
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, d), vm);
-  } catch (const po::error&) {
-    check_args_no_placeholders(argc, argv);  // before the error's what() (cli.h)
-    throw;
-  }
-  if (vm.count("help")) {
+  if (!parse_checked(argc, argv, d, vm, "config")) {  // --help
     std::cout << d << strategies_help() << "\nExamples:\n  lookahead generate --model ../shared/models/stories260K --prompt 'Once upon a time'"
                       " --strategy lade\n  lookahead generate --model DIR --input prompts.jsonl --output out.jsonl"
                       " --strategy trie --decoding-length 64\n" << kJobHelp;
     return false;
-  }
-  if (vm.count("config")) {
-    const std::string cf = vm["config"].as<std::string>();
-    LA_CHECK(file_exists(cf), "--config file '", cf, "' does not exist");
-    try {
-      po::store(po::parse_config_file<char>(cf.c_str(), d), vm);
-    } catch (const po::error&) {
-      check_file_no_placeholders(cf, "--config file '" + cf + "'");  // before the error's what() (cli.h)
-      throw;
-    }
-  }
-  try {
-    po::notify(vm);
-  } catch (const po::error&) {
-    check_args_no_placeholders(argc, argv);
-    if (vm.count("config")) check_file_no_placeholders(vm["config"].as<std::string>(), "--config file");
-    throw;
   }
   o.has_prompt = vm.count("prompt") > 0;
   return true;

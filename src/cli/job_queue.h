@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "lookahead/decode/step_runner.h"
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 #include "lookahead/util/clock.h"
 #include "output_file.h"
 

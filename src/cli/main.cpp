@@ -12,7 +12,7 @@
 
 #include "cli.h"
 #include "lookahead/util/error.h"
-#include "lookahead/parallel/guard.h"
+#include "lookahead/dist/guard.h"
 
 namespace po = boost::program_options;
 

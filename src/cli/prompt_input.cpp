@@ -23,7 +23,8 @@ std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::string& text, 
 }
 
 // The chat template when --chat is given or a record carries "messages" (and still needs its ids), else null.
-std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>& prompts, const GenerateOptions& o) {
+std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>& prompts, const ModelDir& files,
+                                                const GenerateOptions& o) {
   const bool any_messages = std::any_of(prompts.begin(), prompts.end(), [](const PromptRecord& p) {
     return !p.messages.empty() && p.ids.empty();
   });
@@ -32,10 +33,10 @@ std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>&
     LA_CHECK(!flag, flag ? flag : "", " needs --chat or \"messages\" records (it is a chat template option)");
     return nullptr;
   }
-  const std::string tdir = tokenizer_dir_of(o.load.model, o.tokenizer_dir);
+  const std::string& tdir = files.path();
   LA_CHECK(!is_random_model(tdir), o.chat ? "--chat needs" : "\"messages\" records need",
            " a chat template: give a model directory (or --tokenizer DIR) that has one");
-  auto t = std::make_unique<ChatTemplate>(ChatTemplate::load(tdir));
+  auto t = std::make_unique<ChatTemplate>(ChatTemplate::load(files));
   // A template option the template does not read would be silently ignored (as transformers does): refuse it.
   LA_CHECK(o.chat_thinking.empty() || t->kind() == ChatTemplate::Kind::Qwen3, "--chat-thinking: the chat template of ",
            tdir, " (", t->name(), ") has no enable_thinking switch (only Qwen3's has)");
@@ -94,9 +95,9 @@ std::vector<PromptRecord> read_prompts(const GenerateOptions& o) {
   return prompts;
 }
 
-void tokenize_prompts(std::vector<PromptRecord>& prompts, const Tokenizer& tok, const ModelConfig& cfg,
-                      const GenerateOptions& o) {
-  const std::unique_ptr<ChatTemplate> chat = chat_template_for(prompts, o);
+void tokenize_prompts(std::vector<PromptRecord>& prompts, const Tokenizer& tok, const ModelDir& files,
+                      const ModelConfig& cfg, const GenerateOptions& o) {
+  const std::unique_ptr<ChatTemplate> chat = chat_template_for(prompts, files, o);
   for (auto& p : prompts) {
     if (!p.ids.empty()) {  // pre-tokenized ("prompt_ids")
       check_given_ids(p, cfg, o);

@@ -6,6 +6,7 @@
 
 #include "generate_options.h"
 #include "lookahead/model/config.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/tokenizer/tokenizer.h"
 #include "lookahead/io/prompt_records.h"
 
@@ -15,7 +16,8 @@ namespace la::cli {
 std::vector<PromptRecord> read_prompts(const GenerateOptions& o);
 
 // Fills every prompt's ids and checks that each fits `cfg` with --max-new-tokens (errors name the prompt's id).
-void tokenize_prompts(std::vector<PromptRecord>& prompts, const Tokenizer& tok, const ModelConfig& cfg,
-                      const GenerateOptions& o);
+// A chat template (--chat, "messages" records) comes from `files`, the folder the tokenizer was opened from.
+void tokenize_prompts(std::vector<PromptRecord>& prompts, const Tokenizer& tok, const ModelDir& files,
+                      const ModelConfig& cfg, const GenerateOptions& o);
 
 }  // namespace la::cli

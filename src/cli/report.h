@@ -10,7 +10,7 @@
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/tokenizer/tokenizer.h"
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 #include "lookahead/io/prompt_records.h"
 #include "run_executor.h"
 #include "run_setup.h"

@@ -1,12 +1,12 @@
 // The executor that rank 0's generator drives, built in one function: its construction is what changes when the
-// parallel executor changes (src/parallel/), so nothing else in src/cli builds executors.
+// parallel executor changes (src/parallel/, src/dist/), so nothing else in src/cli builds executors.
 #pragma once
 #include <memory>
 
 #include "generate_options.h"
 #include "lookahead/decode/executor.h"
-#include "lookahead/parallel/comm.h"
-#include "lookahead/parallel/parallel_executor.h"
+#include "lookahead/dist/comm.h"
+#include "lookahead/dist/comm_group.h"
 #include "run_setup.h"
 
 namespace la::cli {

@@ -8,8 +8,8 @@
 #include "lookahead/decode/cost_calibration.h"
 #include "lookahead/engine/llama.h"
 #include "lookahead/model/model_dir.h"
-#include "lookahead/parallel/agreement.h"
-#include "lookahead/parallel/worker.h"
+#include "lookahead/dist/agreement.h"
+#include "lookahead/dist/worker.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
 #include "run_executor.h"
@@ -76,7 +76,8 @@ void split_groups(Ranks& r, GenerateOptions& o) {
 Models open_model_files(const GenerateOptions& o) {
   Models m;
   m.cfg = model_config_of(o.load.model);
-  m.tok = open_tokenizer(o.load.model, o.tokenizer_dir, &m.cfg);
+  m.tokenizer_files.emplace(tokenizer_files(o.load.model, o.tokenizer_dir));
+  m.tok = open_tokenizer(*m.tokenizer_files, o.load.model, o.tokenizer_dir, &m.cfg);
   return m;
 }
 
@@ -95,7 +96,7 @@ void set_strategy_identity(GenerateOptions& o, const Models& m) {
   id.vocab = static_cast<int32_t>(m.cfg.vocab);
   id.hash = [&] {  // the weights and the tokenizer files
     uint64_t h = m.model->checksum();
-    const std::string dir = tokenizer_dir_of(o.load.model, o.tokenizer_dir);
+    const std::string& dir = m.tokenizer_files->path();
     for (const char* f : {"/tokenizer.model", "/tokenizer.json"}) {
       if (!file_exists(dir + f)) continue;
       const std::string t = read_file(dir + f);

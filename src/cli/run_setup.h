@@ -4,6 +4,7 @@
 // strategy and adaptive drafting. The executor itself is built in run_executor.h.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,11 +12,12 @@
 #include "lookahead/decode/cost_model.h"
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/generator.h"
+#include "lookahead/model/model_dir.h"
 #include "lookahead/model/step_model.h"
 #include "lookahead/tokenizer/tokenizer.h"
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
+#include "lookahead/dist/comm_group.h"
 #include "lookahead/parallel/parallel_executor.h"
-#include "lookahead/parallel/replica_group.h"
 
 namespace la::cli {
 
@@ -45,6 +47,7 @@ void split_groups(Ranks& r, GenerateOptions& o);
 
 struct Models {
   ModelConfig cfg;                 // from the model files, read before the weights
+  std::optional<ModelDir> tokenizer_files;  // the tokenizer's and the chat template's (cli.h: tokenizer_files)
   std::unique_ptr<Tokenizer> tok;  // as `tokenize` opens it
   std::unique_ptr<StepModel> model;
   std::unique_ptr<StepModel> draft;  // ouroboros, rank 0 only

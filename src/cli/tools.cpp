@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "lookahead/engine/llama.h"
 #include "lookahead/model/model_path.h"
+#include "lookahead/options/parse.h"
 #include "lookahead/engine/selfcheck.h"
 #include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
@@ -25,25 +26,11 @@ namespace la::cli {
 // from the model code so that the --config fuzz target links them.
 
 namespace {
-// Parses the command line into vm; prints the help and returns true if --help was given.
+// Parses the command line into vm (parse_checked); prints the help and returns true if --help was given.
 bool parse_or_help(int argc, char** argv, const po::options_description& d, po::variables_map& vm) {
-  try {
-    po::store(po::parse_command_line(argc, argv, d), vm);
-  } catch (const po::error&) {
-    check_args_no_placeholders(argc, argv);  // before the error's what() (cli.h)
-    throw;
-  }
-  if (vm.count("help")) {
-    std::cout << d;
-    return true;
-  }
-  try {
-    po::notify(vm);
-  } catch (const po::error&) {
-    check_args_no_placeholders(argc, argv);
-    throw;
-  }
-  return false;
+  if (parse_checked(argc, argv, d, vm)) return false;
+  std::cout << d;
+  return true;
 }
 
 std::vector<int> int_list(const std::string& s, const char* flag, int min_value = 1) {
@@ -188,14 +175,18 @@ int cmd_save_model(int argc, char** argv) {
   return 0;
 }
 
-std::unique_ptr<Tokenizer> open_tokenizer(const std::string& model, const std::string& tokenizer_dir,
-                                          const ModelConfig* cfg) {
+ModelDir tokenizer_files(const std::string& model, const std::string& tokenizer_dir) {
+  return ModelDir(tokenizer_dir_of(model, tokenizer_dir));
+}
+
+std::unique_ptr<Tokenizer> open_tokenizer(const ModelDir& files, const std::string& model,
+                                          const std::string& tokenizer_dir, const ModelConfig* cfg) {
   const int bos = cfg ? cfg->bos_id : -1;
   std::unique_ptr<Tokenizer> tok;
-  if (tokenizer_dir == "bytes") tok = Tokenizer::bytes(bos);  // e.g. a saved random: model, ids in and out
-  else if (!tokenizer_dir.empty()) tok = Tokenizer::load(tokenizer_dir, bos);
-  else if (is_random_model(model)) tok = Tokenizer::bytes(bos);
-  else tok = Tokenizer::load(model, bos);
+  if (tokenizer_dir == "bytes" || (tokenizer_dir.empty() && is_random_model(model)))
+    tok = Tokenizer::bytes(bos);  // e.g. a saved random: model, ids in and out
+  else
+    tok = Tokenizer::load(files, bos);
   if (cfg)
     LA_CHECK(tok->vocab_size() <= cfg->vocab, "tokenizer has ", tok->vocab_size(),
              " pieces but the model's vocabulary is ", cfg->vocab);
@@ -254,7 +245,7 @@ int cmd_tokenize(int argc, char** argv) {
   }
   std::unique_ptr<ModelConfig> cfg;
   if (!model.empty()) cfg = std::make_unique<ModelConfig>(model_config_of(model));
-  const auto tok = open_tokenizer(model, tokenizer_dir, cfg.get());
+  const auto tok = open_tokenizer(tokenizer_files(model, tokenizer_dir), model, tokenizer_dir, cfg.get());
   std::string out;
   for (const auto& r : recs) {
     json rec = {{"id", r.id}};

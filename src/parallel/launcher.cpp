@@ -2,8 +2,9 @@
 // Slurm step variables). Pure environment reading, no MPI: a process started by hand must never call MPI_Init
 // (it costs start-up time, needs a working MPI runtime, and is impossible in builds without MPI).
 #include <cstdlib>
+#include <initializer_list>
 
-#include "lookahead/parallel/comm.h"
+#include "lookahead/parallel/launcher.h"
 
 namespace la {
 

@@ -31,26 +31,9 @@ using la::test::stories;
 namespace {
 
 
-struct TmpDir {
-  fs::path p;
-  TmpDir() {
-    char tmpl[] = "/tmp/la-bad-XXXXXX";
-    p = mkdtemp(tmpl);
-  }
-  ~TmpDir() { fs::remove_all(p); }
-  std::string str() const { return p.string(); }
-};
-
-// Copies the shared model into a temp dir so a test can corrupt one file.
-TmpDir copy_model() {
-  TmpDir d;
-  for (auto& e : fs::directory_iterator(stories())) fs::copy(e.path(), d.p / e.path().filename());
-  return d;
-}
-
-void write(const std::string& path, const std::string& data) {
-  std::ofstream o(path, std::ios::binary | std::ios::trunc);
-  o.write(data.data(), static_cast<std::streamsize>(data.size()));
+// Copies the shared model into the test's temp dir so a test can corrupt one file.
+void copy_model(const test::TempDir& d) {
+  for (auto& e : fs::directory_iterator(stories())) fs::copy(e.path(), d.dir / e.path().filename());
 }
 
 std::string safetensors_bytes(const nlohmann::json& header, size_t body) {
@@ -73,124 +56,140 @@ TEST(BadInput, MissingDirectory) {
 }
 
 TEST(BadInput, MissingConfig) {
-  auto d = copy_model();
-  fs::remove(d.p / "config.json");
-  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("no config.json"), std::string::npos);
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  fs::remove(d.dir / "config.json");
+  EXPECT_NE(error_of([&] { load_model_config(d.dir.string()); }).find("no config.json"), std::string::npos);
 }
 
 TEST(BadInput, MissingWeights) {
-  auto d = copy_model();
-  fs::remove(d.p / "model.safetensors");
-  EXPECT_NE(error_of([&] { load_and_check(d.str()); }).find("neither model.safetensors"), std::string::npos);
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  fs::remove(d.dir / "model.safetensors");
+  EXPECT_NE(error_of([&] { load_and_check(d.dir.string()); }).find("neither model.safetensors"), std::string::npos);
 }
 
 TEST(BadInput, HeaderLengthPastEndOfFile) {
-  auto d = copy_model();
+  const test::TempDir d("la_bad");
+  copy_model(d);
   std::string bytes(8, '\0');
   uint64_t n = 1ull << 40;
   std::memcpy(bytes.data(), &n, 8);
-  write((d.p / "model.safetensors").string(), bytes + "{}");
-  const auto e = error_of([&] { load_and_check(d.str()); });
+  test::write_bytes((d.dir / "model.safetensors").string(), bytes + "{}");
+  const auto e = error_of([&] { load_and_check(d.dir.string()); });
   EXPECT_NE(e.find("header length"), std::string::npos) << e;
   EXPECT_NE(e.find("past the end"), std::string::npos) << e;
 }
 
 TEST(BadInput, TinyFile) {
-  auto d = copy_model();
-  write((d.p / "model.safetensors").string(), "abc");
-  EXPECT_NE(error_of([&] { load_and_check(d.str()); }).find("not a safetensors file"), std::string::npos);
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  test::write_bytes((d.dir / "model.safetensors").string(), "abc");
+  EXPECT_NE(error_of([&] { load_and_check(d.dir.string()); }).find("not a safetensors file"), std::string::npos);
 }
 
 TEST(BadInput, BrokenHeaderJson) {
-  auto d = copy_model();
+  const test::TempDir d("la_bad");
+  copy_model(d);
   std::string h = "{\"a\": [1, 2";
   uint64_t n = h.size();
-  write((d.p / "model.safetensors").string(), std::string(reinterpret_cast<const char*>(&n), 8) + h);
-  EXPECT_NE(error_of([&] { load_and_check(d.str()); }).find("broken safetensors header JSON"), std::string::npos);
+  test::write_bytes((d.dir / "model.safetensors").string(), std::string(reinterpret_cast<const char*>(&n), 8) + h);
+  EXPECT_NE(error_of([&] { load_and_check(d.dir.string()); }).find("broken safetensors header JSON"), std::string::npos);
 }
 
 TEST(BadInput, TruncatedData) {
-  auto d = copy_model();
-  const auto p = d.p / "model.safetensors";
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  const auto p = d.dir / "model.safetensors";
   fs::resize_file(p, fs::file_size(p) - 1000);
-  const auto e = error_of([&] { load_and_check(d.str()); });
+  const auto e = error_of([&] { load_and_check(d.dir.string()); });
   EXPECT_NE(e.find("outside the file's data section"), std::string::npos) << e;
 }
 
 TEST(BadInput, UnsupportedTensorDtype) {
-  auto d = copy_model();
-  write((d.p / "model.safetensors").string(),
-        safetensors_bytes({{"x", {{"dtype", "I64"}, {"shape", {2}}, {"data_offsets", {0, 16}}}}}, 16));
-  const auto e = error_of([&] { SafetensorsCheckpoint::open(d.str()); });
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  test::write_bytes((d.dir / "model.safetensors").string(),
+                    safetensors_bytes({{"x", {{"dtype", "I64"}, {"shape", {2}}, {"data_offsets", {0, 16}}}}}, 16));
+  const auto e = error_of([&] { SafetensorsCheckpoint::open(d.dir.string()); });
   EXPECT_NE(e.find("unsupported dtype I64"), std::string::npos) << e;
 }
 
 TEST(BadInput, DtypeSizeDisagreesWithBytes) {
-  auto d = copy_model();
-  write((d.p / "model.safetensors").string(),
-        safetensors_bytes({{"x", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 8}}}}}, 8));
-  const auto e = error_of([&] { SafetensorsCheckpoint::open(d.str()); });
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  test::write_bytes((d.dir / "model.safetensors").string(),
+                    safetensors_bytes({{"x", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 8}}}}}, 8));
+  const auto e = error_of([&] { SafetensorsCheckpoint::open(d.dir.string()); });
   EXPECT_NE(e.find("need 12"), std::string::npos) << e;
 }
 
 TEST(BadInput, ShapeDisagreesWithConfig) {
-  auto d = copy_model();
-  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  auto j = nlohmann::json::parse(read_file((d.dir / "config.json").string()));
   j["intermediate_size"] = 200;
-  write((d.p / "config.json").string(), j.dump());
-  const auto e = error_of([&] { load_and_check(d.str()); });
+  test::write_bytes((d.dir / "config.json").string(), j.dump());
+  const auto e = error_of([&] { load_and_check(d.dir.string()); });
   EXPECT_NE(e.find("mlp.gate_proj.weight' has shape [172,64] but config.json implies [200,64]"), std::string::npos) << e;
 }
 
 TEST(BadInput, MissingTensor) {
-  auto d = copy_model();
-  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  auto j = nlohmann::json::parse(read_file((d.dir / "config.json").string()));
   j["tie_word_embeddings"] = false;
-  write((d.p / "config.json").string(), j.dump());
-  EXPECT_NE(error_of([&] { load_and_check(d.str()); }).find("'lm_head.weight' is missing"), std::string::npos);
+  test::write_bytes((d.dir / "config.json").string(), j.dump());
+  EXPECT_NE(error_of([&] { load_and_check(d.dir.string()); }).find("'lm_head.weight' is missing"), std::string::npos);
 }
 
 TEST(BadInput, UnsupportedArchitecture) {
-  auto d = copy_model();
-  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  auto j = nlohmann::json::parse(read_file((d.dir / "config.json").string()));
   j["architectures"] = {"GPT2LMHeadModel"};
-  write((d.p / "config.json").string(), j.dump());
-  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("unsupported architecture 'GPT2LMHeadModel'"),
+  test::write_bytes((d.dir / "config.json").string(), j.dump());
+  EXPECT_NE(error_of([&] { load_model_config(d.dir.string()); }).find("unsupported architecture 'GPT2LMHeadModel'"),
             std::string::npos);
 }
 
 TEST(BadInput, BrokenConfigJson) {
-  auto d = copy_model();
-  write((d.p / "config.json").string(), "{\"hidden_size\": ");
-  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("invalid JSON"), std::string::npos);
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  test::write_bytes((d.dir / "config.json").string(), "{\"hidden_size\": ");
+  EXPECT_NE(error_of([&] { load_model_config(d.dir.string()); }).find("invalid JSON"), std::string::npos);
 }
 
 TEST(BadInput, MissingConfigField) {
-  auto d = copy_model();
-  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  auto j = nlohmann::json::parse(read_file((d.dir / "config.json").string()));
   j.erase("hidden_size");
-  write((d.p / "config.json").string(), j.dump());
-  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("'hidden_size'"), std::string::npos);
+  test::write_bytes((d.dir / "config.json").string(), j.dump());
+  EXPECT_NE(error_of([&] { load_model_config(d.dir.string()); }).find("'hidden_size'"), std::string::npos);
 }
 
 TEST(BadInput, HeadsNotMultipleOfKvHeads) {
-  auto d = copy_model();
-  auto j = nlohmann::json::parse(read_file((d.p / "config.json").string()));
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  auto j = nlohmann::json::parse(read_file((d.dir / "config.json").string()));
   j["num_key_value_heads"] = 3;
-  write((d.p / "config.json").string(), j.dump());
-  EXPECT_NE(error_of([&] { load_model_config(d.str()); }).find("not a multiple"), std::string::npos);
+  test::write_bytes((d.dir / "config.json").string(), j.dump());
+  EXPECT_NE(error_of([&] { load_model_config(d.dir.string()); }).find("not a multiple"), std::string::npos);
 }
 
 TEST(BadInput, MissingTokenizer) {
-  auto d = copy_model();
-  fs::remove(d.p / "tokenizer.model");
-  EXPECT_NE(error_of([&] { Tokenizer::load(d.str(), 1); }).find("no tokenizer.model"), std::string::npos);
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  fs::remove(d.dir / "tokenizer.model");
+  EXPECT_NE(error_of([&] { Tokenizer::load(d.dir.string(), 1); }).find("no tokenizer.model"), std::string::npos);
 }
 
 TEST(BadInput, CorruptTokenizer) {
-  auto d = copy_model();
-  write((d.p / "tokenizer.model").string(), "this is not a sentencepiece model");
-  EXPECT_NE(error_of([&] { Tokenizer::load(d.str(), 1); }).find("cannot load tokenizer"), std::string::npos);
+  const test::TempDir d("la_bad");
+  copy_model(d);
+  test::write_bytes((d.dir / "tokenizer.model").string(), "this is not a sentencepiece model");
+  EXPECT_NE(error_of([&] { Tokenizer::load(d.dir.string(), 1); }).find("cannot load tokenizer"), std::string::npos);
 }
 
 TEST(BadInput, PromptPlusNewTokensPastMaxPositions) {

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "lookahead/parallel/comm.h"
+#include "lookahead/parallel/launcher.h"
 
 namespace {
 

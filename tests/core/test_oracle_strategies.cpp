@@ -56,15 +56,59 @@ V cycle_prompt(int periods) {
   return p;
 }
 
+// generate(), and its ids must equal plain decoding's.
+Outcome generate_as_plain(la::Strategy& s, OracleModel& m, const V& prompt, int max_new) {
+  Outcome r = generate(s, m, prompt, max_new);
+  EXPECT_EQ(r.ids, plain(m, prompt, max_new)) << s.name();
+  return r;
+}
+
 // Runs the strategy on the cycle oracle for 40 new tokens after two periods of the cycle; the ids must equal plain
 // decoding's. Returns the tokens each step kept.
 std::vector<int> kept_on_cycle(const la::StrategyOptions& o) {
   OracleModel m(kVocab, 256, la::test::cycle_rule(kCycle));
-  const V prompt = cycle_prompt(2);
   auto s = la::make_strategy(o);
-  const Outcome r = generate(*s, m, prompt, 40);
-  EXPECT_EQ(r.ids, plain(m, prompt, 40)) << o.name;
-  return r.kept;
+  return generate_as_plain(*s, m, cycle_prompt(2), 40).kept;
+}
+
+// LADE with W = 5, N = 4, G = 3.
+la::StrategyOptions lade_options(bool pool_from_prompt) {
+  la::StrategyOptions o;
+  o.name = "lade";
+  o.lade.window = 5;
+  o.lade.ngram = 4;
+  o.lade.guesses = 3;
+  o.lade.pool_from_prompt = pool_from_prompt;
+  return o;
+}
+
+// Ouroboros drafting with the oracle draft model: gamma 4, `extensions` pool extensions, its pool's LADE at
+// W = 3, N = 3, G = 2.
+la::StrategyOptions ouroboros_options(int extensions) {
+  la::StrategyOptions o;
+  o.name = "ouroboros";
+  o.ouroboros.draft_model = "oracle";
+  o.ouroboros.gamma = 4;
+  o.ouroboros.extensions = extensions;
+  o.ouroboros.lade.window = 3;
+  o.ouroboros.lade.ngram = 3;
+  o.ouroboros.lade.guesses = 2;
+  return o;
+}
+
+// Another group's finished request (Strategy::learn's input): one period of the cycle and the 40 tokens plain
+// decoding appends to it.
+struct Finished {
+  V tokens;
+  size_t prompt_len = 0;
+};
+Finished another_request(OracleModel& m) {
+  Finished f;
+  f.tokens = cycle_prompt(1);
+  f.prompt_len = f.tokens.size();
+  const V out = plain(m, f.tokens, 40);
+  f.tokens.insert(f.tokens.end(), out.begin(), out.end());
+  return f;
 }
 
 }  // namespace
@@ -91,13 +135,7 @@ TEST(OracleStrategies, TrieAcceptsWholeBranches) {
 // holds both of its continuations (4 3 5 and 5 6 7; G = 3 keeps both), so the verification branch always holds
 // the right n-gram: N-1 drafts + 1 = 4 tokens per step.
 TEST(OracleStrategies, LadePoolFromPromptAcceptsWholeNgrams) {
-  la::StrategyOptions o;
-  o.name = "lade";
-  o.lade.window = 5;
-  o.lade.ngram = 4;
-  o.lade.guesses = 3;
-  o.lade.pool_from_prompt = true;
-  EXPECT_EQ(kept_on_cycle(o), std::vector<int>(10, 4));
+  EXPECT_EQ(kept_on_cycle(lade_options(true)), std::vector<int>(10, 4));
 }
 
 // LADE from an empty pool (W = 5, N = 4, G = 3, seed 0): steps 1-2 fill the window's levels (N-2 warm-up steps)
@@ -105,12 +143,7 @@ TEST(OracleStrategies, LadePoolFromPromptAcceptsWholeNgrams) {
 // n-grams keyed by the window's level-0 tokens: step 4's root has one (4 tokens), steps 5-7 do not; from step 8
 // the harvest covers the cycle and every step yields N = 4 (the last step is cut at 40).
 TEST(OracleStrategies, LadeWindowFillsThePool) {
-  la::StrategyOptions o;
-  o.name = "lade";
-  o.lade.window = 5;
-  o.lade.ngram = 4;
-  o.lade.guesses = 3;
-  EXPECT_EQ(kept_on_cycle(o), (std::vector<int>{1, 1, 1, 4, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4, 2}));
+  EXPECT_EQ(kept_on_cycle(lade_options(false)), (std::vector<int>{1, 1, 1, 4, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4, 2}));
 }
 
 // Jacobi (block 4) on a model that knows its script by position, the script's continuation holding no prompt
@@ -126,8 +159,7 @@ TEST(OracleStrategies, JacobiReachesTheFixedPoint) {
   o.name = "jacobi";
   o.jacobi.block = 4;
   auto s = la::make_strategy(o);
-  const Outcome r = generate(*s, m, prompt, 30);
-  EXPECT_EQ(r.ids, plain(m, prompt, 30));
+  const Outcome r = generate_as_plain(*s, m, prompt, 30);
   EXPECT_EQ(r.kept, (std::vector<int>{1, 5, 1, 5, 1, 5, 1, 5, 1, 5}));
 }
 
@@ -142,18 +174,8 @@ TEST(OracleStrategies, OuroborosAcceptsTheDraftUpToItsFirstError) {
     const size_t p = c.size();  // the position of the token predicted
     return p == 23 || p == 30 || p == 31 ? 12 : base(c);
   });
-  const V prompt = cycle_prompt(2);
-  la::StrategyOptions o;
-  o.name = "ouroboros";
-  o.ouroboros.draft_model = "oracle";
-  o.ouroboros.gamma = 4;
-  o.ouroboros.extensions = 0;
-  o.ouroboros.lade.window = 3;
-  o.ouroboros.lade.ngram = 3;
-  o.ouroboros.lade.guesses = 2;
-  auto s = la::make_strategy(o, &draft);
-  const Outcome r = generate(*s, target, prompt, 40);
-  EXPECT_EQ(r.ids, plain(target, prompt, 40));
+  auto s = la::make_strategy(ouroboros_options(0), &draft);
+  const Outcome r = generate_as_plain(*s, target, cycle_prompt(2), 40);
   EXPECT_EQ(r.kept, (std::vector<int>{3, 5, 2, 1, 5, 5, 5, 5, 5, 4}));
   EXPECT_GT(draft.forwards(), 0);
 }
@@ -164,20 +186,10 @@ TEST(OracleStrategies, OuroborosAcceptsTheDraftUpToItsFirstError) {
 // learning, starts 1, 1, 1). The ids equal plain decoding's.
 TEST(OracleStrategies, LadeLearnsAnotherGroupsRequest) {
   OracleModel m(kVocab, 256, la::test::cycle_rule(kCycle));
-  const V prompt = cycle_prompt(2);
-  V other = cycle_prompt(1);
-  const size_t other_prompt = other.size();
-  const V out = plain(m, other, 40);
-  other.insert(other.end(), out.begin(), out.end());
-  la::StrategyOptions o;
-  o.name = "lade";
-  o.lade.window = 5;
-  o.lade.ngram = 4;
-  o.lade.guesses = 3;
-  auto s = la::make_strategy(o);
-  s->learn(other, other_prompt);
-  const Outcome r = generate(*s, m, prompt, 40);
-  EXPECT_EQ(r.ids, plain(m, prompt, 40));
+  const Finished other = another_request(m);
+  auto s = la::make_strategy(lade_options(false));
+  s->learn(other.tokens, other.prompt_len);
+  const Outcome r = generate_as_plain(*s, m, cycle_prompt(2), 40);
   EXPECT_EQ(r.kept, std::vector<int>(10, 4));
   EXPECT_EQ(s->counters().at("lade_learned_requests"), 1.0);
 }
@@ -190,24 +202,13 @@ TEST(OracleStrategies, OuroborosLearnsAnotherGroupsRequest) {
   OracleModel target(kVocab, 256, la::test::cycle_rule(kCycle));
   OracleModel draft(kVocab, 256, la::test::cycle_rule(kCycle));
   const V prompt = cycle_prompt(2);
-  V other = cycle_prompt(1);
-  const size_t other_prompt = other.size();
-  const V out = plain(target, other, 40);
-  other.insert(other.end(), out.begin(), out.end());
-  la::StrategyOptions o;
-  o.name = "ouroboros";
-  o.ouroboros.draft_model = "oracle";
-  o.ouroboros.gamma = 4;
-  o.ouroboros.extensions = 3;
-  o.ouroboros.lade.window = 3;
-  o.ouroboros.lade.ngram = 3;
-  o.ouroboros.lade.guesses = 2;
+  const Finished other = another_request(target);
+  const la::StrategyOptions o = ouroboros_options(3);
   auto fresh = la::make_strategy(o, &draft);
-  const Outcome f = generate(*fresh, target, prompt, 40);
+  const Outcome f = generate_as_plain(*fresh, target, prompt, 40);
   auto learned = la::make_strategy(o, &draft);
-  learned->learn(other, other_prompt);
-  const Outcome r = generate(*learned, target, prompt, 40);
-  EXPECT_EQ(f.ids, plain(target, prompt, 40));
+  learned->learn(other.tokens, other.prompt_len);
+  const Outcome r = generate_as_plain(*learned, target, prompt, 40);
   EXPECT_EQ(r.ids, f.ids);
   EXPECT_EQ(f.kept.at(0), 5);
   EXPECT_GT(r.kept.at(0), 5);

@@ -1,4 +1,4 @@
-// at::Tensor adapters of the CUDA kernels for the kernel tests (see cuda_ops.h). Compiles to nothing in CPU-only
+// at::Tensor adapters of the CUDA kernels for the kernel tests and bench_kernels (see cuda_ops.h). Compiles to nothing in CPU-only
 // builds.
 #ifdef LOOKAHEAD_WITH_CUDA
 #include "cuda_ops.h"
@@ -199,16 +199,27 @@ at::Tensor step_attention_bits(const at::Tensor& q, const at::Tensor& k_cache, c
     a.workspace = opt.workspace->data_ptr();
     a.workspace_bytes = opt.workspace->nbytes();
   } else {
-    a.workspace_bytes = std::numeric_limits<size_t>::max();
-    const int splits = kern::step_attention_splits(a);
-    a.workspace_bytes = kern::step_attention_workspace_bytes(a.T, a.Hq, a.D, splits);
-    if (a.workspace_bytes > 0) {
-      ws = at::empty({int64_t(a.workspace_bytes)}, q.options().dtype(at::kByte));
-      a.workspace = ws.data_ptr();
-    }
+    ws = step_attention_workspace(q, max_len, opt.split_keys);
+    a.workspace_bytes = ws.nbytes();
+    if (a.workspace_bytes > 0) a.workspace = ws.data_ptr();
   }
   check(kern::launch_step_attention(a, stream_of(q)), what);
   return out;
+}
+
+int step_attention_splits(int64_t T, int64_t cache_len, int split_keys) {
+  kern::StepAttentionArgs a;
+  a.T = int(T);
+  a.cache_len = int(cache_len);
+  a.split_keys = split_keys;
+  return kern::step_attention_splits(a);
+}
+
+at::Tensor step_attention_workspace(const at::Tensor& q, int64_t cache_len, int split_keys) {
+  LA_CHECK(q.defined() && q.dim() == 3, "la::cuda::step_attention_workspace: q must be [T, Hq, D]");
+  const int splits = step_attention_splits(q.size(0), cache_len, split_keys);
+  const size_t bytes = kern::step_attention_workspace_bytes(int(q.size(0)), int(q.size(1)), int(q.size(2)), splits);
+  return at::empty({int64_t(bytes)}, q.options().dtype(at::kByte));
 }
 
 namespace {

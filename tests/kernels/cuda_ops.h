@@ -1,5 +1,5 @@
-// at::Tensor adapters of the CUDA kernels (kernels/*.h), for the kernel tests only (test_kernels compiles
-// cuda_ops.cpp; the CUDA forward calls the raw launchers). No ATen here: at::Tensor is forward-declared.
+// at::Tensor adapters of the CUDA kernels (kernels/*.h), for the kernel tests and the kernel benchmark
+// (la_cuda_ops: test_kernels, launch/bench/cpp/bench_kernels.cpp; the CUDA forward calls the raw launchers). No ATen here: at::Tensor is forward-declared.
 //
 // All tensors of a call live on one CUDA device; the kernels run on that device's current c10 stream, so
 // they are captured by a CUDA graph begun on it. Float tensors of one call share one dtype (f32, f16 or bf16);
@@ -40,6 +40,11 @@ at::Tensor step_attention(const at::Tensor& q, const at::Tensor& k_cache, const 
 at::Tensor step_attention_bits(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                                int64_t cache_len, const at::Tensor& k_new, const at::Tensor& v_new,
                                const at::Tensor& anc_bits, double scale, const AttentionOptions& opt = {});
+
+// The flash-decoding split count step_attention_bits uses for T step tokens over cache_len keys (split_keys 0: the
+// kernel's default), and a workspace for them on q's device: for callers that preallocate AttentionOptions::workspace.
+int step_attention_splits(int64_t T, int64_t cache_len, int split_keys = 0);
+at::Tensor step_attention_workspace(const at::Tensor& q, int64_t cache_len, int split_keys = 0);
 
 // RMSNorm over the last dim (HF Llama rounding). x [..., H], weight [H]. Returns a new contiguous tensor.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);

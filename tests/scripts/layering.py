@@ -23,8 +23,10 @@ ALLOWED = {
     "draft": {"util"},
     "decode": {"draft", "model", "util"},
     "parallel": {"decode", "draft", "model", "util"},
+    "options": {"decode", "draft", "model", "util"},
+    "dist": {"parallel", "decode", "draft", "model", "util"},
     "engine": {"backend/cpu", "backend/cuda", "model", "util"},
-    "cli": {"parallel", "decode", "draft", "engine", "io", "tokenizer", "model", "util"},
+    "cli": {"options", "dist", "parallel", "decode", "draft", "engine", "io", "tokenizer", "model", "util"},
 }
 ATEN_OK = {"engine", "backend/cuda"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')

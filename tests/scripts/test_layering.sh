@@ -2,7 +2,8 @@
 # The folder layering (docs/architecture.md, tests/scripts/layering.py): no folder of src/ or include/lookahead/
 # includes one above it or a peer backend, and only the engine and the CUDA backend include ATen. Negative
 # controls: copies of the tree with one bad include each (model including the CPU backend: the include cycle of
-# issue 33; the CPU backend including the CUDA backend; util including io) must fail the check.
+# issue 33; the CPU backend including the CUDA backend; util including io; parallel including dist) must fail the
+# check.
 # labels: core
 # timeout: 60
 set -u
@@ -27,5 +28,7 @@ mutate util src/util/files.cpp '#include "lookahead/io/prompt_records.h"'; rc=$?
 check "negative control: util including io fails (rc=$rc)" "[ $rc -ne 0 ] && grep -q 'util includes io' '$T/util.log'"
 mutate aten src/decode/executor.cpp '#include <ATen/ATen.h>'; rc=$?
 check "negative control: decode including ATen fails (rc=$rc)" "[ $rc -ne 0 ] && grep -q 'decode includes ATen' '$T/aten.log'"
+mutate dist src/parallel/partition.cpp '#include "lookahead/dist/comm.h"'; rc=$?
+check "negative control: parallel including dist (MPI) fails (rc=$rc)" "[ $rc -ne 0 ] && grep -q 'parallel includes dist' '$T/dist.log'"
 echo "$((n-fails)) passed, $fails failed"
 [ $fails -eq 0 ]

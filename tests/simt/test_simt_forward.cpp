@@ -272,11 +272,8 @@ struct Tolerance {
   bool argmax_exact;
 };
 
-// Steps of the given sizes (each a random tree, its deepest path committed on both sides), then a chain of 3
-// decoding steps; every step compared with the ATen forward. Returns the largest relative logit difference seen.
-template <class E>
-double compare(const std::string& dir, const std::string& dtype, const std::vector<int>& sizes, Tolerance tol,
-               bool mutate = false, bool* mismatch = nullptr, StepLinear* gemm = nullptr) {
+// The ATen forward on the CPU (one thread, no self-check): the reference of every comparison here.
+std::unique_ptr<StepModel> load_reference(const std::string& dir, const std::string& dtype) {
   LoadOptions o;
   o.model = dir;
   o.dtype = dtype;
@@ -284,7 +281,35 @@ double compare(const std::string& dir, const std::string& dtype, const std::vect
   o.kernels = "off";
   o.selfcheck = "off";
   o.threads = 1;
-  std::unique_ptr<StepModel> ref = load_llama(o);
+  return load_llama(o);
+}
+
+// One row of reference logits: its largest magnitude and its top two values.
+struct RefRow {
+  double max_abs = 0;
+  float top = -INFINITY, second = -INFINITY;
+};
+RefRow ref_row(const float* r, int V) {
+  RefRow row;
+  for (int v = 0; v < V; ++v) {
+    row.max_abs = std::max(row.max_abs, double(std::fabs(r[v])));
+    if (r[v] > row.top) row.second = row.top, row.top = r[v];
+    else if (r[v] > row.second) row.second = r[v];
+  }
+  return row;
+}
+// The argmax must agree exactly in fp32; in 16-bit wherever the reference's top-2 margin exceeds the tolerance (a
+// closer pair may flip under a different rounding order).
+bool argmax_must_agree(const RefRow& row, Tolerance tol) {
+  return tol.argmax_exact || double(row.top - row.second) > 2 * tol.logits * (1 + row.max_abs);
+}
+
+// Steps of the given sizes (each a random tree, its deepest path committed on both sides), then a chain of 3
+// decoding steps; every step compared with the ATen forward. Returns the largest relative logit difference seen.
+template <class E>
+double compare(const std::string& dir, const std::string& dtype, const std::vector<int>& sizes, Tolerance tol,
+               bool mutate = false, bool* mismatch = nullptr, StepLinear* gemm = nullptr) {
+  std::unique_ptr<StepModel> ref = load_reference(dir, dtype);
   const ModelConfig& cfg = ref->config();
   const SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(dir);
   Device<E> dev(cfg, ck, 384, mutate);
@@ -304,21 +329,14 @@ double compare(const std::string& dir, const std::string& dtype, const std::vect
       std::printf("T=%d %.2f s\n", T, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     const int V = cfg.vocab;
     for (int t = 0; t < T; ++t) {
-      double mx = 0, diff = 0;
-      float top = -INFINITY, second = -INFINITY;
-      for (int v = 0; v < V; ++v) {
-        const float r = lr[size_t(t) * V + v];
-        mx = std::max(mx, double(std::fabs(r)));
-        diff = std::max(diff, double(std::fabs(lk[size_t(t) * V + v] - r)));
-        if (r > top) second = top, top = r;
-        else if (r > second) second = r;
-      }
+      const RefRow row = ref_row(&lr[size_t(t) * V], V);
+      const double mx = row.max_abs;
+      double diff = 0;
+      for (int v = 0; v < V; ++v)
+        diff = std::max(diff, double(std::fabs(lk[size_t(t) * V + v] - lr[size_t(t) * V + v])));
       const double rel = diff / (1 + mx);
       worst = std::max(worst, rel);
-      // The argmax must agree exactly in fp32; in 16-bit wherever the reference's top-2 margin exceeds the
-      // tolerance (a closer pair may flip under a different rounding order).
-      const bool need_argmax = tol.argmax_exact || double(top - second) > 2 * tol.logits * (1 + mx);
-      if (rel > tol.logits || (need_argmax && ak[t] != ar[t])) {
+      if (rel > tol.logits || (argmax_must_agree(row, tol) && ak[t] != ar[t])) {
         bad = true;
         if (!mutate)
           ADD_FAILURE() << what << " T=" << T << " L=" << L << " token " << t << ": argmax " << ak[t] << " vs ATen "
@@ -406,34 +424,35 @@ struct Timer {
   }
 };
 
+// compare() over every bucket, timed, printing the largest relative difference under `name`.
+template <class E>
+void compare_all_buckets(const char* name, const std::string& dir, const std::string& dtype, Tolerance tol,
+                         StepLinear* gemm = nullptr) {
+  Timer tm{name};
+  const double worst = compare<E>(dir, dtype, kAllBuckets, tol, false, nullptr, gemm);
+  std::printf("%s: max |diff| / (1 + max |logit|) = %.3g\n", name, worst);
+}
+
 TEST(SimtForward, RandomGqaBiasFp32TreeStepsAllBuckets) {
-  Timer tm{"random fp32"};
-  const double worst = compare<float>(random_model_dir(), "fp32", kAllBuckets, {kTolF32, true});
-  std::printf("random fp32: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+  compare_all_buckets<float>("random fp32", random_model_dir(), "fp32", {kTolF32, true});
 }
 
 TEST(SimtForward, Stories260kFp32TreeStepsAllBuckets) {
   const std::string dir = std::string(LA_SHARED_DIR) + "/models/stories260K";
   if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << dir << " is missing";
-  Timer tm{"stories260K fp32"};
-  const double worst = compare<float>(dir, "fp32", kAllBuckets, {kTolF32, true});
-  std::printf("stories260K fp32: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+  compare_all_buckets<float>("stories260K fp32", dir, "fp32", {kTolF32, true});
 }
 
 TEST(SimtForward, RandomGqaBiasBf16TreeStepsAllBuckets) {
-  Timer tm{"random bf16"};
-  const double worst = compare<__nv_bfloat16>(random_model_dir(), "bf16", kAllBuckets, {kTolBf16, false});
-  std::printf("random bf16: max |diff| / (1 + max |logit|) = %.3g\n", worst);
+  compare_all_buckets<__nv_bfloat16>("random bf16", random_model_dir(), "bf16", {kTolBf16, false});
 }
 
 // The same with the fixed-configuration GEMM kernel as the step program's GEMM (src/backend/cuda/kernels/gemm_rows.cu under the
 // emulation): the whole GPU step with no cuBLAS left, against the ATen forward.
 TEST(SimtForward, RandomGqaBiasFp32FixedGemmAllBuckets) {
-  Timer tm{"random fp32, fixed GEMM"};
   FixedLinear fixed;
-  const double worst = compare<float>(random_model_dir(), "fp32", kAllBuckets, {kTolF32, true}, false, nullptr, &fixed);
+  compare_all_buckets<float>("random fp32, fixed GEMM", random_model_dir(), "fp32", {kTolF32, true}, &fixed);
   EXPECT_GT(fixed.calls, 0);
-  std::printf("random fp32, fixed GEMM: max |diff| / (1 + max |logit|) = %.3g\n", worst);
 }
 
 // Batch invariance of the whole fp32 step program with the fixed GEMM: a chain of three tokens gives the same logit
@@ -498,14 +517,7 @@ void batched_step_matches_single(const std::string& dtype, double tol, bool argm
   const int lens[kSlots] = {5, 70, 23};
   std::vector<std::unique_ptr<Device<E>>> dev;
   std::vector<std::unique_ptr<StepModel>> ref;
-  LoadOptions o;
-  o.model = dir;
-  o.dtype = dtype;
-  o.device = "cpu";
-  o.kernels = "off";
-  o.selfcheck = "off";
-  o.threads = 1;
-  ref.push_back(load_llama(o));
+  ref.push_back(load_reference(dir, dtype));
   std::vector<float> lg;
   std::vector<int32_t> am;
   for (int i = 0; i < kSlots; ++i) {
@@ -573,15 +585,9 @@ void batched_step_matches_single(const std::string& dtype, double tol, bool argm
           << "slot " << i << " (T=" << T << ", L=" << L[i] << "): batched logits differ from its single-slot step";
       for (int t = 0; t < T; ++t) {
         EXPECT_EQ(bb.argmax[row + t], single_am[i][t]) << "slot " << i << " token " << t;
-        float top = -INFINITY, second = -INFINITY, mx = 0;
-        for (int v = 0; v < V; ++v) {
-          const float r = aten[i][size_t(t) * V + v];
-          mx = std::max(mx, std::fabs(r));
-          if (r > top) second = top, top = r;
-          else if (r > second) second = r;
-        }
-        if (argmax_exact || double(top - second) > 2 * tol * (1 + mx))
+        if (argmax_must_agree(ref_row(&aten[i][size_t(t) * V], V), {tol, argmax_exact})) {
           EXPECT_EQ(bb.argmax[row + t], aten_am[i][t]) << "slot " << i << " token " << t << " vs ATen";
+        }
       }
       row += T;
     }

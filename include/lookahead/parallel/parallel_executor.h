@@ -120,13 +120,4 @@ class ParallelExecutor : public StepExecutor {
   double last_wall_s_ = 0, last_max_forward_s_ = 0;
 };
 
-class Comm;
-struct CommGroupOptions;
-
-// Rank 0's executor for the CLI. Null when there is one rank and no simulation: use `local` directly. Otherwise a
-// ParallelExecutor over the in-process group (simulate_ranks > 0: `local`'s model and simulate_ranks - 1 forks;
-// comm must have one rank) or over the comm's ranks; it owns its group.
-std::unique_ptr<ParallelExecutor> make_parallel_executor(Comm& comm, LocalExecutor& local, int simulate_ranks,
-                                                         const CommGroupOptions& group_opt, ParallelOptions opt);
-
 }  // namespace la

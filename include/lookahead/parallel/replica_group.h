@@ -5,7 +5,7 @@
 //                   launch/strong-scaling.sh; tests use it with hand-made replicas). group_inprocess.cpp.
 //   comm group      replica r is MPI rank r: rank 0's replica runs here, the others in run_worker (worker.h).
 //                   Over MPI every worker gets a message with its own part; over NCCL one broadcast holds every
-//                   part (make_comm_group, group_comm.cpp; messages in protocol.h).
+//                   part (make_comm_group: src/dist, comm_group.h; messages in protocol.h).
 // No libtorch, no MPI types here.
 #pragma once
 #include <atomic>
@@ -19,8 +19,6 @@
 #include "lookahead/parallel/partition.h"
 
 namespace la {
-
-class Comm;
 
 // What a replica reports for its part of a step.
 struct PartReply {
@@ -96,18 +94,5 @@ class InProcessGroup : public ReplicaGroup {
   std::vector<int32_t> path_;  // scratch: one replica's local path
   double serial_s_ = 0, slowest_s_ = 0;
 };
-
-// Options of a comm group's workers and rank 0.
-struct CommGroupOptions {
-  // Rank 0 gives up on a rank that has not replied this many seconds after rank 0 finished its own part of a
-  // step (or has not taken a broadcast). 0: wait forever. CLI: --rank-timeout.
-  double rank_timeout_s = 60;
-  // Clean stop on a signal that reached only some ranks: workers put *stop_signal (one relaxed load; 0: none)
-  // into every reply (rank 0 learns it from PartReply::stop_signal).
-  const std::atomic<int>* stop_signal = nullptr;
-};
-
-// Rank 0 of `comm` (which must outlive the group), with `local` as replica 0; the others run run_worker.
-std::unique_ptr<ReplicaGroup> make_comm_group(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt);
 
 }  // namespace la

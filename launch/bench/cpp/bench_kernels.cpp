@@ -5,7 +5,7 @@
 //
 // Prints one table row per (model, context, T): microseconds per call for both, speedup, the kernel's achieved
 // K/V read bandwidth and its FLOP rate, and the relative difference of the two outputs. Exit code 77 when
-// there is no CUDA device.
+// there is no CUDA device. The kernel runs through the kernel tests' at::Tensor adapter (tests/kernels/cuda_ops.h).
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 
@@ -18,8 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "lookahead/backend/cuda/step_layout.h"
-#include "step_attention.h"
+#include "cuda_ops.h"
 
 namespace {
 
@@ -62,7 +61,7 @@ double time_ms(const std::function<void()>& fn, int iters) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   std::vector<int> contexts{256, 1024};
   std::string dtype = "f16";
   int iters = 50;
@@ -97,7 +96,6 @@ int main(int argc, char** argv) {
   }
   const std::vector<Model> known{{"tinyllama-1.1b", 32, 4, 64}, {"llama-2-7b", 32, 32, 128}, {"llama-3-8b", 32, 8, 128}};
   const at::ScalarType st = dtype == "bf16" ? at::kBFloat16 : at::kHalf;
-  const la::kern::DType kdt = dtype == "bf16" ? la::kern::DType::BF16 : la::kern::DType::F16;
   const auto o = at::TensorOptions().dtype(st).device(at::kCUDA, 0);
   cudaDeviceProp prop{};
   ck(cudaGetDeviceProperties(&prop, 0), "props");
@@ -121,46 +119,17 @@ int main(int argc, char** argv) {
         const at::Tensor kn = at::randn({T, m->Hkv, m->D}, o), vn = at::randn({T, m->Hkv, m->D}, o);
         std::vector<int32_t> parents(T);  // a random tree (lookahead steps are trees / forests)
         for (int i = 0; i < T; ++i) parents[i] = i == 0 ? -1 : std::uniform_int_distribution<int>(0, i - 1)(rng);
-        const std::vector<uint32_t> hb = la::pack_ancestor_bits(parents, T);  // as the CUDA forward uploads them
-        const at::Tensor bits =
-            at::from_blob(const_cast<uint32_t*>(hb.data()), {T, la::kern::ancestor_words(T)}, at::dtype(at::kInt))
-                .to(o.device());
+        // The kernel through the tests' adapter (tests/kernels/cuda_ops.h), with its workspace and output
+        // allocated once outside the timed loop.
+        const at::Tensor bits = la::cuda::ancestor_bits(
+            at::from_blob(parents.data(), {T}, at::dtype(at::kInt)).to(o.device()));  // as the CUDA forward packs them
         const at::Tensor out = at::empty({T, m->Hq, m->D}, o);
+        const at::Tensor ws = la::cuda::step_attention_workspace(q, L);
+        const int splits = la::cuda::step_attention_splits(T, L);
         const double scale = 1.0 / std::sqrt(double(m->D));
-
-        la::kern::StepAttentionArgs a;
-        a.dtype = kdt;
-        a.T = T;
-        a.Hq = m->Hq;
-        a.Hkv = m->Hkv;
-        a.D = m->D;
-        a.q = q.data_ptr();
-        a.q_stride_t = q.stride(0);
-        a.q_stride_h = q.stride(1);
-        a.k_cache = kc.data_ptr();
-        a.kc_stride_t = kc.stride(0);
-        a.kc_stride_h = kc.stride(1);
-        a.v_cache = vc.data_ptr();
-        a.vc_stride_t = vc.stride(0);
-        a.vc_stride_h = vc.stride(1);
-        a.cache_len = L;
-        a.k_new = kn.data_ptr();
-        a.kn_stride_t = kn.stride(0);
-        a.kn_stride_h = kn.stride(1);
-        a.v_new = vn.data_ptr();
-        a.vn_stride_t = vn.stride(0);
-        a.vn_stride_h = vn.stride(1);
-        a.anc_bits = reinterpret_cast<const uint32_t*>(bits.data_ptr<int32_t>());
-        a.out = out.data_ptr();
-        a.o_stride_t = out.stride(0);
-        a.o_stride_h = out.stride(1);
-        a.scale = float(scale);
-        a.workspace_bytes = size_t(-1);
-        const int splits = la::kern::step_attention_splits(a);
-        const at::Tensor ws =
-            at::empty({int64_t(la::kern::step_attention_workspace_bytes(T, m->Hq, m->D, splits)) + 16}, o.dtype(at::kByte));
-        a.workspace = ws.data_ptr();
-        a.workspace_bytes = size_t(ws.numel());
+        la::cuda::AttentionOptions opt;
+        opt.workspace = &ws;
+        opt.out = &out;
 
         // Reference: boolean mask [T, L+T] (cache all visible; step part from the ancestors).
         std::vector<uint8_t> mh(size_t(T) * (L + T), 0);
@@ -178,7 +147,8 @@ int main(int argc, char** argv) {
                     .squeeze(0)
                     .transpose(0, 1);
         };
-        const double ours = time_ms([&] { ck(la::kern::launch_step_attention(a, nullptr), "step attention"); }, iters);
+        const double ours =
+            time_ms([&] { la::cuda::step_attention_bits(q, kc, vc, L, kn, vn, bits, scale, opt); }, iters);
         const double aten = time_ms(aten_ref, iters);
         ck(cudaDeviceSynchronize(), "sync");
         const double diff = (out.to(at::kFloat) - ref.to(at::kFloat)).abs().max().item<double>() /
@@ -193,4 +163,7 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+} catch (const std::exception& e) {  // la::Error from an adapter's check
+  std::fprintf(stderr, "bench_kernels: %s\n", e.what());
+  return 1;
 }

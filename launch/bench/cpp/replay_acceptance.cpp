@@ -30,30 +30,13 @@
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/step_plan.h"
 #include "lookahead/decode/strategies.h"
+#include "lookahead/options/parse.h"
+#include "lookahead/options/strategy_options.h"
 #include "lookahead/util/error.h"
 
 namespace po = boost::program_options;
 
 namespace {
-
-class Flags final : public la::StrategyFlags {
- public:
-  explicit Flags(po::options_description& d) : d_(d) {}
-  void add(const std::string& f, int* v, const std::string& h) override { bind(f, v, h); }
-  void add(const std::string& f, int64_t* v, const std::string& h) override { bind(f, v, h); }
-  void add(const std::string& f, double* v, const std::string& h) override { bind(f, v, h); }
-  void add(const std::string& f, std::string* v, const std::string& h) override { bind(f, v, h); }
-  void add_switch(const std::string& f, bool* v, const std::string& h) override {
-    d_.add_options()(f.c_str(), po::bool_switch(v), h.c_str());
-  }
-
- private:
-  template <class T>
-  void bind(const std::string& f, T* v, const std::string& h) {
-    d_.add_options()(f.c_str(), po::value(v)->default_value(*v), h.c_str());
-  }
-  po::options_description& d_;
-};
 
 struct Trace {
   std::vector<int32_t> prompt, ids;
@@ -99,17 +82,14 @@ int main(int argc, char** argv) try {
       "budget", po::value(&budget)->default_value(16), "draft nodes per step (-1: the fixed parameters)")(
       "adaptive", po::bool_switch(&adaptive), "the draft controller picks each step's budget (needs --cost)")(
       "cost", po::value(&cost_spec), "step cost T:c,... (plan tokens : relative seconds)")(
-      "cold", po::bool_switch(&cold), "a new strategy per request")(
-      "strategy", po::value(&so.name)->default_value("suffix"), "trie | suffix | prompt-lookup");
-  Flags flags(d);
-  for (const auto& e : la::strategy_registry()) e.flags(flags, so);
+      "cold", po::bool_switch(&cold), "a new strategy per request");
+  so.name = "suffix";  // the default --strategy here (trie | suffix | prompt-lookup fit)
+  la::add_strategy_options(d, so);
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, d), vm);
-  if (vm.count("help")) {
+  if (!la::parse_checked(argc, argv, d, vm)) {  // --help
     std::cout << d;
     return 0;
   }
-  po::notify(vm);
   LA_CHECK(so.name == "trie" || so.name == "suffix" || so.name == "prompt-lookup",
            "replay: --strategy must be trie, suffix or prompt-lookup (got '", so.name, "')");
   so.validate();

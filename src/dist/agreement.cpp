@@ -1,5 +1,5 @@
 // The start-up agreement (agreement.h).
-#include "lookahead/parallel/agreement.h"
+#include "lookahead/dist/agreement.h"
 
 #include <chrono>
 #include <thread>

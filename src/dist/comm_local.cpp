@@ -3,7 +3,7 @@
 // identity; point-to-point calls have no peer and fail.
 #include <unistd.h>
 
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 #include "lookahead/util/error.h"
 
 namespace la {

@@ -13,7 +13,7 @@
 #include <deque>
 #include <thread>
 
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 #include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 

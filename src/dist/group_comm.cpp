@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm_group.h"
 #include "lookahead/parallel/protocol.h"
-#include "lookahead/parallel/replica_group.h"
 #include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 

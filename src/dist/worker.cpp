@@ -1,5 +1,5 @@
 // The worker loop (worker.h): decode rank 0's command, apply it to this rank's replica, reply to RUN.
-#include "lookahead/parallel/worker.h"
+#include "lookahead/dist/worker.h"
 
 #include <algorithm>
 #include <chrono>

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "lookahead/parallel/launcher.h"  // launcher_rank, launcher_size, launched_by_mpi_launcher
+
 namespace la {
 
 struct CommStats {
@@ -96,15 +98,6 @@ int comm_cuda_device_count();
 // placed on this device too.
 int rank_cuda_device(int local_rank);
 
-// The job's rank and size as the launcher announced them (Open MPI, PMIx, PMI, Slurm variables), before or
-// without MPI: -1 / 0 when not launched by one. launched_by_mpi_launcher: any of OMPI_COMM_WORLD_{SIZE,RANK},
-// PMIX_RANK, PMI_{RANK,SIZE}, SLURM_STEP_NUM_TASKS is set, or SLURM_PROCID with SLURM_NTASKS > 1 (src/parallel/
-// launcher.cpp, in la_core: no MPI needed to ask).
-// An integer environment variable; `dflt` when unset, empty or not a whole number (src/parallel/launcher.cpp).
-int env_int(const char* name, int dflt);
-int launcher_rank();
-int launcher_size();
-bool launched_by_mpi_launcher();
 // Process-level MPI helpers. mpi_active: initialised and not finalised. mpi_init / mpi_finalize are idempotent.
 // mpi_world_rank / size: -1 / 0 when MPI is not active. mpi_abort: MPI_Abort(MPI_COMM_WORLD, code), or _exit
 // when MPI is not active.

@@ -3,7 +3,7 @@
 // fails with one clear error naming the build option.
 #include <cstdlib>
 
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 #include "lookahead/util/error.h"
 
 namespace la {

@@ -2,7 +2,7 @@
 // GPUs; everything else (gather of results, point-to-point, startup collectives) is delegated to the MPI
 // communicator it is built on, which also bootstraps the NCCL unique id. CUDA runtime only, no libtorch.
 // Compiled for real only in CUDA builds (LOOKAHEAD_WITH_NCCL); elsewhere the entry points say NCCL is missing.
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 #include "lookahead/util/error.h"
 
 #ifdef LOOKAHEAD_WITH_NCCL

@@ -1,6 +1,5 @@
-// make_parallel_executor (parallel_executor.h): which executor rank 0 runs.
-#include "lookahead/parallel/comm.h"
-#include "lookahead/parallel/parallel_executor.h"
+// make_parallel_executor (comm_group.h): which executor rank 0 runs.
+#include "lookahead/dist/comm_group.h"
 #include "lookahead/util/error.h"
 
 namespace la {

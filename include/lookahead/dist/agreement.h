@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 
 namespace la {
 

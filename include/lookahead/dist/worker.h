@@ -1,9 +1,9 @@
-// Ranks > 0 of a lookahead-parallel job: serve rank 0's comm group (replica_group.h) until SHUTDOWN. Messages in
+// Ranks > 0 of a lookahead-parallel job: serve rank 0's comm group (comm_group.h) until SHUTDOWN. Messages in
 // protocol.h.
 #pragma once
 #include "lookahead/decode/executor.h"
-#include "lookahead/parallel/comm.h"
-#include "lookahead/parallel/replica_group.h"
+#include "lookahead/dist/comm.h"
+#include "lookahead/dist/comm_group.h"
 
 namespace la {
 

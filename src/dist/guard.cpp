@@ -1,11 +1,11 @@
 // The failure guard (guard.h).
-#include "lookahead/parallel/guard.h"
+#include "lookahead/dist/guard.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 
-#include "lookahead/parallel/comm.h"
+#include "lookahead/dist/comm.h"
 
 namespace la {
 
