@@ -7,6 +7,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <cstring>
+#include <set>
 
 #include "backend/cuda/cuda_forward.h"
 #include "lookahead/backend/cpu/cpu_forward.h"
@@ -66,11 +67,17 @@ const void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr(
 CpuModelView cpu_model_view(const TorchWeights& w) {
   CpuModelView v;
   v.type = wtype_of(w.dtype);
-  v.embed = w.embed.data_ptr();
+  v.embed = w.embed.is_meta() ? nullptr : w.embed.data_ptr();
+  v.embed_rows = w.embed_rows;
   v.norm = w.norm.data_ptr();
   auto pack = [&](const at::Tensor& t) {  // GGUF matrices kept quantized (torch_weights.h), else the float copy
+    if (const auto p = w.packed.find(quant_key(t)); p != w.packed.end()) return p->second;  // packed at load
     const auto it = w.quant.find(quant_key(t));
-    return it != w.quant.end() ? pack_quant_weight(it->second) : pack_weight(view_of(t));
+    if (it == w.quant.end()) return pack_weight(view_of(t));
+    // The file's pages read are copied into the panels: out of the resident set as packing goes
+    return pack_quant_weight(it->second, [&w] {
+      if (w.quant_source) w.quant_source->release_pages();
+    });
   };
   v.lm_head = pack(w.lm_head);
   for (const LayerW& L : w.layers)
@@ -117,6 +124,29 @@ class TorchLlama final : public StepModel {
     std::string note = kernel_note_;
     if (!selfcheck_note_.empty()) note += (note.empty() ? "" : ", ") + selfcheck_note_;
     return note.empty() ? desc_ : desc_.substr(0, desc_.size() - 1) + ", " + note + "]";
+  }
+  void set_desc(std::string d) { desc_ = std::move(d); }
+  // The bytes the weights hold in memory: the CPU kernels' panels and every float tensor (each storage once; the
+  // matrices without a float copy are meta tensors and count nothing). Pages of a mapped GGUF read on demand (the
+  // embedding rows a lookup dequantizes) are not counted.
+  size_t resident_weight_bytes() const {
+    size_t n = 0;
+    if (cpu_weights_) {
+      n += cpu_weights_->lm_head.bytes;
+      for (const CpuLayerView& L : cpu_weights_->layers) n += L.wqkv.bytes + L.wo.bytes + L.wgu.bytes + L.wd.bytes;
+    }
+    std::set<const void*> seen;
+    auto add = [&](const at::Tensor& t) {
+      if (!t.defined() || t.is_meta() || !seen.insert(t.storage().data()).second) return;
+      n += t.storage().nbytes();
+    };
+    for (const auto& [name, t] : w_->unfused) add(t);
+    for (const at::Tensor* t : {&w_->embed, &w_->norm, &w_->lm_head}) add(*t);
+    for (const LayerW& L : w_->layers)
+      for (const at::Tensor* t : {&L.ln1, &L.wqkv, &L.bqkv, &L.wo, &L.bo, &L.ln2, &L.wgu, &L.wd, &L.qn, &L.kn,
+                                  &L.ln_pre_ff, &L.ln_post_ff})
+        add(*t);
+    return n;
   }
   // The self-check's summary, shown in describe() (apply_selfcheck).
   void set_selfcheck_note(std::string s) { selfcheck_note_ = std::move(s); }
@@ -477,6 +507,10 @@ std::unique_ptr<StepModel> load_llama(const LoadOptions& o) {
   if (!w->quant_note.empty() && o.kernels == "on") from = ", GGUF " + src.substr(5) + ": " + w->quant_note;
   auto m = std::make_unique<TorchLlama>(w, o.model + " [" + o.dtype + from + ", " + o.device + "]", o.kernels == "on",
                                         o.cuda_graphs, o.cuda_gemm == "fixed", std::move(pool));
+  if (!w->quant_note.empty() && o.kernels == "on") {  // what the weights hold in memory, panels made
+    const size_t mib = (m->resident_weight_bytes() + (size_t(1) << 19)) >> 20;
+    m->set_desc(o.model + " [" + o.dtype + from + ", weights " + std::to_string(mib) + " MiB resident, " + o.device + "]");
+  }
   return apply_selfcheck(std::move(m), o);
 }
 

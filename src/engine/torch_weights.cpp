@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "lookahead/backend/cpu/cpu_forward.h"
 #include "lookahead/model/quant.h"
@@ -88,10 +89,16 @@ std::map<std::string, at::Tensor> checkpoint_tensors(const std::string& dir, con
 }
 
 // A GGUF file's weights, dequantized to fp32 then narrowed to `dt` one tensor at a time (src/model/gguf_model.cpp:
-// names, q/k row order, Gemma norms).
-std::map<std::string, at::Tensor> gguf_tensors(const GgufFile& f, const ModelConfig& cfg, at::ScalarType dt) {
+// names, q/k row order, Gemma norms). The names in `skip` (matrices the CPU kernels read quantized, with no float
+// copy: keep_plan) become meta tensors of their shape and dtype, never dequantized.
+std::map<std::string, at::Tensor> gguf_tensors(const GgufFile& f, const ModelConfig& cfg, at::ScalarType dt,
+                                               const std::set<std::string>& skip) {
   std::map<std::string, at::Tensor> w;
   for (const GgufWeight& g : gguf_weights(f, cfg)) {
+    if (skip.count(g.name)) {
+      w[g.name] = at::empty(g.shape, at::TensorOptions().dtype(dt).device(at::kMeta));
+      continue;
+    }
     at::Tensor t = at::empty(g.shape, at::TensorOptions().dtype(at::kFloat));
     gguf_dequantize(g, t.data_ptr<float>());
     w[g.name] = dt == at::kFloat ? t : t.to(dt);
@@ -99,70 +106,134 @@ std::map<std::string, at::Tensor> gguf_tensors(const GgufFile& f, const ModelCon
   return w;
 }
 
-// The GGUF matrices the CPU kernels can read quantized (gemm_quant.h), keyed by the fused float tensor each stands
-// for: q|k|v and gate|up concatenate rows of the file's tensors when they share one type; a matrix whose parts
-// differ in type (Gemma-3's Q5_0 q/k with a Q8_0 v) or whose type the quantized GEMM lacks stays float.
-// drop: replace the float copy of every kept matrix but the embedding by a meta tensor of its shape (see
-// TorchWeights::floats_dropped), in `unfused` too, so that only the quantized panels stay in memory.
-void keep_quantized(TorchWeights& W, std::shared_ptr<const GgufFile> f, bool drop) {
-  std::map<std::string, GgufWeight> by_name;
-  for (GgufWeight& g : gguf_weights(*f, W.cfg)) by_name[g.name] = g;
-  std::map<std::string, int> kept;
-  int total = 0;
-  uint64_t qsum = 1469598103934665603ULL;
-  auto keep = [&](at::Tensor& t, std::initializer_list<std::string> parts) {
-    ++total;
-    QuantRows q;
-    for (const auto& n : parts) {
-      auto it = by_name.find(n);
-      if (it == by_name.end() || !quant_gemm_supports(it->second.tensor->type)) return;
-      if (!q.rows.empty() && it->second.tensor->type != q.type) return;
-      q.type = it->second.tensor->type;
-      q.cols = static_cast<int>(it->second.tensor->ne[0]);
-      const auto rows = gguf_rows(it->second);
-      q.rows.insert(q.rows.end(), rows.begin(), rows.end());
-    }
-    if (int64_t(q.rows.size()) != t.size(0) || q.cols != t.size(1)) return;
-    ++kept[qtype_name(q.type)];
-    if (drop && !t.is_same(W.embed) && t.data_ptr() != W.embed.data_ptr()) {
-      const QTypeInfo info = qtype_info(q.type);
-      const size_t row_bytes = size_t(q.cols / info.block) * info.bytes;
-      for (const uint8_t* r : q.rows)  // 8 bytes at a time (row_bytes is a multiple of 2; the tail bytewise)
-        for (size_t i = 0; i < row_bytes; i += 8) {
-          uint64_t v = 0;
-          std::memcpy(&v, r + i, std::min<size_t>(8, row_bytes - i));
-          qsum = (qsum ^ v) * 1099511628211ULL;
-        }
-      const void* old = t.data_ptr();
-      const at::Tensor shape_only = at::empty(t.sizes(), t.options().device(at::kMeta));
-      for (auto& [n, u] : W.unfused)
-        if (u.defined() && !u.is_meta() && u.data_ptr() == old) u = shape_only;
-      t = shape_only;
-      W.floats_dropped = true;
-    }
-    W.quant[quant_key(t)] = std::move(q);
-  };
-  const ModelConfig c = W.cfg;
-  if (c.tie_word_embeddings) keep(W.embed, {"model.embed_tokens.weight"});
-  else keep(W.lm_head, {"lm_head.weight"});
+// One matrix the CPU kernels may read quantized: the fused tensor's parts (q|k|v, gate|up or one tensor).
+struct KeepGroup {
+  std::vector<std::string> parts;
+};
+
+// The groups in keep_quantized's order: the output head (the tied embedding's name when tied), then per layer
+// qkv, o, gate|up, down.
+std::vector<KeepGroup> keep_groups(const ModelConfig& c) {
+  std::vector<KeepGroup> g;
+  g.push_back({{c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"}});
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
+    if (c.fused_qkv) g.push_back({{p + "self_attn.qkv_proj.weight"}});
+    else g.push_back({{p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"}});
+    g.push_back({{p + "self_attn.o_proj.weight"}});
+    if (c.fused_qkv) g.push_back({{p + "mlp.gate_up_proj.weight"}});
+    else g.push_back({{p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}});
+    g.push_back({{p + "mlp.down_proj.weight"}});
+  }
+  return g;
+}
+
+// The quantized rows of a group when the quantized GEMM can serve it: every part present, of one supported type,
+// of one row length; else false (the matrix stays float).
+bool quant_rows_of(const std::map<std::string, GgufWeight>& by_name, const KeepGroup& grp, QuantRows& q) {
+  q = QuantRows{};
+  for (const auto& n : grp.parts) {
+    auto it = by_name.find(n);
+    if (it == by_name.end() || !quant_gemm_supports(it->second.tensor->type)) return false;
+    if (!q.rows.empty() && (it->second.tensor->type != q.type || it->second.tensor->ne[0] != q.cols)) return false;
+    q.type = it->second.tensor->type;
+    q.cols = static_cast<int>(it->second.tensor->ne[0]);
+    const auto rows = gguf_rows(it->second);
+    q.rows.insert(q.rows.end(), rows.begin(), rows.end());
+  }
+  return !q.rows.empty();
+}
+
+std::map<std::string, GgufWeight> weights_by_name(const GgufFile& f, const ModelConfig& c) {
+  std::map<std::string, GgufWeight> by_name;
+  for (GgufWeight& g : gguf_weights(f, c)) by_name[g.name] = g;
+  return by_name;
+}
+
+// The GGUF tensors that need no float copy when only the CPU kernel forward runs: the parts of every matrix the
+// quantized GEMM serves, and the embedding, whose rows the forward then dequantizes at lookup from the file's
+// blocks (TorchWeights::embed_rows) -- unless it is the tied output head and that head stays float.
+std::set<std::string> keep_plan(const GgufFile& f, const ModelConfig& c) {
+  const auto by_name = weights_by_name(f, c);
+  std::set<std::string> skip;
+  bool head_kept = false;
+  QuantRows q;
+  const auto groups = keep_groups(c);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (!quant_rows_of(by_name, groups[i], q)) continue;
+    if (i == 0) head_kept = true;
+    skip.insert(groups[i].parts.begin(), groups[i].parts.end());
+  }
+  if (c.tie_word_embeddings && !head_kept) skip.erase("model.embed_tokens.weight");
+  else skip.insert("model.embed_tokens.weight");
+  return skip;
+}
+
+// The GGUF matrices the CPU kernels can read quantized (gemm_quant.h), keyed by the fused float tensor each stands
+// for: q|k|v and gate|up concatenate rows of the file's tensors when they share one type; a matrix whose parts
+// differ in type (Gemma-3's Q5_0 q/k with a Q8_0 v) or whose type the quantized GEMM lacks stays float. The
+// tensors keep_plan left undequantized are meta tensors here (TorchWeights::floats_dropped), the embedding's rows
+// then come from the file (embed_rows).
+void keep_quantized(TorchWeights& W, std::shared_ptr<const GgufFile> f) {
+  const auto by_name = weights_by_name(*f, W.cfg);
+  std::map<std::string, int> kept;
+  int total = 0;
+  const ModelConfig c = W.cfg;
+  const auto groups = keep_groups(c);
+  auto keep = [&](at::Tensor& t, const KeepGroup& grp) {
+    ++total;
+    QuantRows q;
+    if (!quant_rows_of(by_name, grp, q) || int64_t(q.rows.size()) != t.size(0) || q.cols != t.size(1)) {
+      LA_CHECK(!t.is_meta(), "internal: GGUF matrix ", grp.parts.front(), " has neither a float copy nor quantized rows");
+      return;
+    }
+    ++kept[qtype_name(q.type)];
+    if (t.is_meta()) W.floats_dropped = true;  // no float copy: weights_checksum covers the quantized bytes
+    W.quant[quant_key(t)] = std::move(q);
+  };
+  size_t gi = 0;
+  keep(c.tie_word_embeddings ? W.embed : W.lm_head, groups[gi++]);
+  for (int l = 0; l < c.layers; ++l) {
     LayerW& L = W.layers[l];
-    if (c.fused_qkv) keep(L.wqkv, {p + "self_attn.qkv_proj.weight"});
-    else keep(L.wqkv, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
-    keep(L.wo, {p + "self_attn.o_proj.weight"});
-    if (c.fused_qkv) keep(L.wgu, {p + "mlp.gate_up_proj.weight"});
-    else keep(L.wgu, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
-    keep(L.wd, {p + "mlp.down_proj.weight"});
+    keep(L.wqkv, groups[gi++]);
+    keep(L.wo, groups[gi++]);
+    keep(L.wgu, groups[gi++]);
+    keep(L.wd, groups[gi++]);
+  }
+  if (W.embed.is_meta()) {  // the forward dequantizes its rows at lookup
+    const GgufWeight& e = by_name.at("model.embed_tokens.weight");
+    auto rows = std::make_shared<QuantRows>();
+    rows->type = e.tensor->type;
+    rows->cols = static_cast<int>(e.tensor->ne[0]);
+    rows->rows = gguf_rows(e);
+    W.embed_rows = rows;
+    W.floats_dropped = true;
   }
   int n = 0;
   std::string types;
   for (const auto& [t, k] : kept) n += k, types += (types.empty() ? "" : "+") + t;
-  W.quant_checksum = qsum;
-  if (n > 0) {
-    W.quant_source = f;
-    W.quant_note = types + " kept quantized (" + std::to_string(n) + " of " + std::to_string(total) + " matrices)";
-  }
+  if (n > 0 || W.embed_rows) W.quant_source = f;
+  if (n > 0) W.quant_note = types + " kept quantized (" + std::to_string(n) + " of " + std::to_string(total) + " matrices)";
+}
+
+// With no float copy of the kept matrices (floats_dropped): the other matrices' GEMM panels, made here, replace
+// their float tensors (by meta tensors, in `unfused` too), the tied embedding excepted (its rows are looked up).
+void pack_float_matrices(TorchWeights& W) {
+  auto pack = [&](at::Tensor& t) {
+    if (t.is_meta() || t.is_same(W.embed) || !t.is_contiguous() || t.dim() != 2) return;
+    const WType wt = t.scalar_type() == at::kHalf ? WType::F16 : t.scalar_type() == at::kBFloat16 ? WType::BF16
+                                                                                                   : WType::F32;
+    PackedWeight p = pack_weight(WeightView{t.data_ptr(), wt, int(t.size(0)), int(t.size(1))});
+    const void* old = t.data_ptr();
+    const at::Tensor shape_only = at::empty(t.sizes(), t.options().device(at::kMeta));
+    for (auto& [n, u] : W.unfused)
+      if (u.defined() && !u.is_meta() && u.data_ptr() == old) u = shape_only;
+    t = shape_only;
+    W.packed[quant_key(t)] = std::move(p);
+  };
+  pack(W.lm_head);
+  for (LayerW& L : W.layers)
+    for (at::Tensor* t : {&L.wqkv, &L.wo, &L.wgu, &L.wd}) pack(*t);
 }
 
 // Fuses q/k/v and gate/up per layer and drops the separate tensors (one copy of every weight in memory).
@@ -244,6 +315,11 @@ std::shared_ptr<const TorchWeights> load_weights(const LoadOptions& o, at::Devic
   W->device = dev;
   std::map<std::string, at::Tensor> w;
   std::shared_ptr<const GgufFile> gguf;
+  bool drop = false;
+  // GGUF on the CPU: the kernels read the quantized blocks (LOOKAHEAD_GGUF_QUANT=dequant: the float copies).
+  const char* qenv = std::getenv("LOOKAHEAD_GGUF_QUANT");
+  const std::string qmode = qenv && *qenv ? qenv : "keep";
+  LA_CHECK(qmode == "keep" || qmode == "dequant", "invalid LOOKAHEAD_GGUF_QUANT '", qmode, "' (expected keep or dequant)");
   if (is_random_model(o.model)) {
     std::string name;
     uint64_t seed;
@@ -254,7 +330,12 @@ std::shared_ptr<const TorchWeights> load_weights(const LoadOptions& o, at::Devic
     W->cfg = load_model_config(o.model);
     if (is_gguf_path(o.model)) {
       gguf = std::make_shared<const GgufFile>(GgufFile::open(o.model));
-      w = gguf_tensors(*gguf, W->cfg, dt);
+      // The float copies of the matrices kept quantized (and of the embedding) are never made when only the CPU
+      // kernel forward will run: --kernels on, no --selfcheck (its ATen reference needs them; as do bench-forward
+      // --kernels both and LOOKAHEAD_GGUF_QUANT=dequant).
+      drop = dev.is_cpu() && qmode == "keep" && o.kernels == "on" && !o.keep_float_weights &&
+             (o.selfcheck.empty() || o.selfcheck == "off") && CpuForward::unsupported_reason(W->cfg).empty();
+      w = gguf_tensors(*gguf, W->cfg, dt, drop ? keep_plan(*gguf, W->cfg) : std::set<std::string>{});
     } else {
       w = checkpoint_tensors(o.model, W->cfg);
     }
@@ -262,17 +343,12 @@ std::shared_ptr<const TorchWeights> load_weights(const LoadOptions& o, at::Devic
   // --max-context: the context (and so the KV cache's largest size) below the model's own limit.
   LA_CHECK(o.max_context >= 0, "invalid --max-context ", o.max_context, " (expected a token count, 0: the model's)");
   if (o.max_context > 0) W->cfg.max_positions = std::min(W->cfg.max_positions, o.max_context);
-  for (auto& [n, t] : w) W->unfused[n] = t.to(dev, dt);
+  for (auto& [n, t] : w) W->unfused[n] = t.is_meta() ? t : t.to(dev, dt);
+  w.clear();
   fuse(*W);
-  // GGUF on the CPU: the kernels read the quantized blocks (LOOKAHEAD_GGUF_QUANT=dequant: the float copies).
-  const char* qenv = std::getenv("LOOKAHEAD_GGUF_QUANT");
-  const std::string qmode = qenv && *qenv ? qenv : "keep";
-  LA_CHECK(qmode == "keep" || qmode == "dequant", "invalid LOOKAHEAD_GGUF_QUANT '", qmode, "' (expected keep or dequant)");
-  // The float copies of those matrices go when only the CPU kernel forward will run: --kernels on, no --selfcheck
-  // (its ATen reference needs them; as do bench-forward --kernels both and LOOKAHEAD_GGUF_QUANT=dequant).
-  const bool drop = o.kernels == "on" && !o.keep_float_weights && (o.selfcheck.empty() || o.selfcheck == "off") &&
-                    CpuForward::unsupported_reason(W->cfg).empty();
-  if (gguf && dev.is_cpu() && qmode == "keep") keep_quantized(*W, gguf, drop);
+  if (gguf && dev.is_cpu() && qmode == "keep") keep_quantized(*W, gguf);
+  if (W->floats_dropped) pack_float_matrices(*W);
+  if (gguf) gguf->release_pages();  // what dequantization read: the kernels' panels are copies
   return W;
 }
 
@@ -308,7 +384,7 @@ uint64_t weights_checksum(const TorchWeights& w) {
   for (auto& [name, t] : hf_named(w)) {
     for (char ch : name) mix(static_cast<uint8_t>(ch));
     for (auto s : t.sizes()) mix(static_cast<uint64_t>(s));
-    if (t.is_meta()) continue;  // a dropped float copy: its quantized bytes are in quant_checksum
+    if (t.is_meta()) continue;  // no float copy: its quantized bytes are hashed below
     const at::Tensor flat = t.contiguous().view(-1);
     const at::Tensor bits = flat.view(t.element_size() == 4 ? at::kInt : at::kShort);
     uint64_t s1 = 0, s2 = 0;  // wrap around on purpose
@@ -322,7 +398,50 @@ uint64_t weights_checksum(const TorchWeights& w) {
     mix(s1);
     mix(s2);
   }
-  if (w.floats_dropped) mix(w.quant_checksum);
+  if (w.floats_dropped) {  // the quantized bytes of the matrices without a float copy (read here, not at load:
+    // hashing at load would make the whole file resident), in a fixed order, 8 bytes at a time
+    auto mix_rows = [&](const at::Tensor& t) {
+      if (!t.is_meta()) return;
+      const auto it = w.quant.find(quant_key(t));
+      if (it == w.quant.end()) return;
+      const QuantRows& q = it->second;
+      const QTypeInfo info = qtype_info(q.type);
+      const size_t row_bytes = size_t(q.cols / info.block) * info.bytes;
+      for (const uint8_t* r : q.rows)
+        for (size_t i = 0; i < row_bytes; i += 8) {
+          uint64_t v = 0;
+          std::memcpy(&v, r + i, std::min<size_t>(8, row_bytes - i));
+          mix(v);
+        }
+      if (w.quant_source) w.quant_source->release_pages();
+    };
+    auto mix_panels = [&](const at::Tensor& t) {  // a float matrix packed at load: its panels' bytes
+      const auto it = t.is_meta() ? w.packed.find(quant_key(t)) : w.packed.end();
+      if (it == w.packed.end()) return;
+      const auto* b = static_cast<const uint8_t*>(it->second.data);
+      for (size_t i = 0; i < it->second.bytes; i += 8) {
+        uint64_t v = 0;
+        std::memcpy(&v, b + i, std::min<size_t>(8, it->second.bytes - i));
+        mix(v);
+      }
+    };
+    mix_rows(w.lm_head);
+    mix_panels(w.lm_head);
+    for (const LayerW& L : w.layers)
+      for (const at::Tensor* t : {&L.wqkv, &L.wo, &L.wgu, &L.wd}) mix_rows(*t), mix_panels(*t);
+    if (w.embed_rows) {
+      const QTypeInfo info = qtype_info(w.embed_rows->type);
+      const size_t row_bytes = size_t(w.embed_rows->cols / info.block) * info.bytes;
+      if (!(w.cfg.tie_word_embeddings && w.quant.count(quant_key(w.embed))))  // else hashed as lm_head
+        for (const uint8_t* r : w.embed_rows->rows)
+          for (size_t i = 0; i < row_bytes; i += 8) {
+            uint64_t v = 0;
+            std::memcpy(&v, r + i, std::min<size_t>(8, row_bytes - i));
+            mix(v);
+          }
+      if (w.quant_source) w.quant_source->release_pages();
+    }
+  }
   return h;
 }
 

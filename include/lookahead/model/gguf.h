@@ -75,10 +75,14 @@ class GgufFile {
   double get_float(const std::string& key, double def) const;  // any number kind
   bool get_bool(const std::string& key, bool def) const;
   bool has(const std::string& key) const { return find(key) != nullptr; }
+  // Drops the mapped file's pages from the process's resident set (madvise MADV_DONTNEED: the next read maps them
+  // again from the page cache or the file); nothing for bytes given to parse(). The tensors' pointers stay valid.
+  void release_pages() const;
 
  private:
   void parse_all(const uint8_t* p, size_t n);
   std::shared_ptr<const void> mapping_;
+  size_t mapped_size_ = 0;  // open(): the mapping's length (0 for parse())
   std::string origin_;
   uint32_t version_ = 0;
   size_t alignment_ = 32, data_offset_ = 0;

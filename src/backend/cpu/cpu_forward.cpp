@@ -13,6 +13,7 @@
 #include "lookahead/backend/cpu/softcap.h"
 #include "lookahead/backend/cpu/swiglu.h"
 #include "lookahead/backend/cpu/thread_pool.h"
+#include "lookahead/model/quant.h"
 #include "lookahead/util/error.h"
 
 namespace la {
@@ -74,6 +75,15 @@ CpuForward::CpuForward(const ModelConfig& cfg, const CpuModelView& w, std::share
   LA_CHECK(bqkv_.empty() || bqkv_.size() == size_t(W) * w.layers.size(), "CPU forward: q/k/v biases on some layers only");
   LA_CHECK(bo_.empty() || bo_.size() == size_t(H) * w.layers.size(), "CPU forward: o_proj biases on some layers only");
   norm_ = widen(w.norm, w.type, H, one);
+  LA_CHECK(w.embed || w.embed_rows, "CPU forward: no embedding");
+  if (w.embed_rows) {
+    const QTypeInfo q = qtype_info(w.embed_rows->type);
+    LA_CHECK(q.dequantizable && w.embed_rows->cols == H && q.block > 0 && H % q.block == 0 &&
+                 long(w.embed_rows->rows.size()) == cfg.vocab,
+             "CPU forward: the embedding's quantized rows (", qtype_name(w.embed_rows->type), ", ",
+             w.embed_rows->rows.size(), " x ", w.embed_rows->cols, ") do not fit the model");
+    erow_.resize(H);
+  }
   if (cfg.gemma_norms) {  // transformers: torch.tensor(hidden ** 0.5, dtype=the model's dtype)
     uint32_t bits = 0;     // room for any of the dtypes
     store_from_f32(&bits, w.type, 0, float(std::sqrt(double(H))));
@@ -202,8 +212,17 @@ const float* CpuForward::run(const CpuSegment* segs, int n) {
     att_[s] = AttentionSegment{KvLayer{}, segs[s].L, row, Ts, in.parents.data(), positions_.data() + row};
     for (int t = 0; t < Ts; ++t) {
       positions_[row + t] = in.positions[t];
-      for (int i = 0; i < H; ++i)
-        x_[long(row + t) * H + i] = load_f32(w_.embed, w_.type, long(in.tokens[t]) * H + i) * embed_scale_;
+      float* xr = x_.data() + long(row + t) * H;
+      if (w_.embed_rows) {  // the row as the float copy would hold it: fp32 dequantization rounded to the dtype
+        dequantize_row(w_.embed_rows->type, w_.embed_rows->rows[in.tokens[t]], erow_.data(), H);
+        for (int i = 0; i < H; ++i) {
+          uint32_t bits = 0;
+          store_from_f32(&bits, w_.type, 0, erow_[i]);
+          xr[i] = load_f32(&bits, w_.type, 0) * embed_scale_;
+        }
+      } else {
+        for (int i = 0; i < H; ++i) xr[i] = load_f32(w_.embed, w_.type, long(in.tokens[t]) * H + i) * embed_scale_;
+      }
     }
     row += Ts;
   }

@@ -203,6 +203,7 @@ PackedWeight pack_weight(const WeightView& w) {
   const size_t bytes = size_t(p.panels()) * panel_elems(w.cols) * es;
   void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   LA_CHECK(buf != nullptr, "pack_weight: cannot allocate ", bytes, " bytes");
+  p.bytes = bytes;
   std::memset(buf, 0, bytes);
   if (es == 4) {
     pack_panels(static_cast<const uint32_t*>(w.data), w.rows, w.cols, static_cast<uint32_t*>(buf));

@@ -317,7 +317,7 @@ bool quant_gemm_supports(uint32_t type) {
   return format_of(type, f);
 }
 
-PackedWeight pack_quant_weight(const QuantRows& q) {
+PackedWeight pack_quant_weight(const QuantRows& q, const std::function<void()>& read_some) {
   Format f;
   LA_CHECK(format_of(q.type, f), "pack_quant_weight: type ", qtype_name(q.type), " is not served quantized");
   const QTypeInfo info = qtype_info(q.type);
@@ -333,6 +333,7 @@ PackedWeight pack_quant_weight(const QuantRows& q) {
   const size_t bytes = size_t(p.panels()) * panel_bytes;
   void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   LA_CHECK(buf != nullptr, "pack_quant_weight: cannot allocate ", bytes, " bytes");
+  p.bytes = bytes;
   std::memset(buf, 0, bytes);
   uint8_t* out = static_cast<uint8_t*>(buf);
   const int gpb = info.block / f.group;  // groups per block
@@ -340,6 +341,7 @@ PackedWeight pack_quant_weight(const QuantRows& q) {
   std::vector<int> code(static_cast<size_t>(info.block));
   for (int n = 0; n < p.rows; ++n) {
     const int pnl = n / kLanes, lane = n % kLanes;
+    if (read_some && lane == 0 && pnl > 0 && pnl % 1024 == 0) read_some();
     uint8_t* panel = out + size_t(pnl) * panel_bytes;
     for (int blk = 0; blk < q.cols / info.block; ++blk) {
       split_block(q.type, q.rows[size_t(n)] + size_t(blk) * info.bytes, A.data(), B.data(), code.data());
@@ -362,6 +364,7 @@ PackedWeight pack_quant_weight(const QuantRows& q) {
       }
     }
   }
+  if (read_some) read_some();
   // Padding rows of the last panel: A = 0, B = -0 (zeroed memory has B = +0; the rows are never stored anyway).
   p.data = buf;
   p.storage = std::shared_ptr<const void>(buf, [](const void* v) { std::free(const_cast<void*>(v)); });

@@ -2,7 +2,8 @@
 // and one thread pool. TorchLlama (src/engine/torch_llama.cpp) owns the weights and the cache and hands this
 // class the GEMM's panel copies of the matrices (made once per model, shared by its forks) and raw views of the
 // rest; the ATen forward stays the reference (--kernels off). Memory: the panel copies are a second copy of the
-// matrices next to the ATen tensors, which stay for --kernels off forks and the weights' checksum.
+// matrices next to the ATen tensors, which stay for --kernels off forks and the weights' checksum -- except for a
+// GGUF served by these kernels alone, whose quantized matrices and embedding have no float copy (embed_rows).
 //
 // One step of T tokens, activations in fp32, weights and the KV cache in the model's dtype:
 //   x = embed[tokens]
@@ -27,6 +28,7 @@
 
 #include "lookahead/backend/cpu/attention.h"
 #include "lookahead/backend/cpu/gemm.h"
+#include "lookahead/backend/cpu/gemm_quant.h"
 #include "lookahead/model/config.h"
 #include "lookahead/model/step_model.h"
 
@@ -50,7 +52,10 @@ struct CpuLayerView {
 
 struct CpuModelView {
   WType type = WType::F32;
-  const void* embed = nullptr;  // [vocab, hidden]
+  const void* embed = nullptr;  // [vocab, hidden], or null when embed_rows is set
+  // A GGUF embedding kept in the file (no float copy): row i is dequantized at lookup (model/quant.h's
+  // dequantize_row, then rounded to `type`), the value the float copy would hold.
+  std::shared_ptr<const QuantRows> embed_rows;
   const void* norm = nullptr;   // [hidden]
   PackedWeight lm_head;
   std::vector<CpuLayerView> layers;
@@ -111,6 +116,7 @@ class CpuForward {
   std::vector<float> ln1_, ln2_, bqkv_, bo_, norm_;  // per layer, widened to fp32 (small); Gemma: 1 + w
   std::vector<float> qn_, kn_, pre_ff_, post_ff_;     // the same for the optional norms (empty when absent)
   float embed_scale_ = 1.f;                           // Gemma: sqrt(hidden) rounded to the dtype
+  std::vector<float> erow_;                           // one embedding row dequantized (w_.embed_rows)
   CpuCache cache_;
   int rows_ = 0;
   std::vector<int32_t> positions_;      // the step's positions, segment after segment

@@ -21,6 +21,7 @@
 // thread count or the ISA path (the portable path does the same scalar fma chain). A token's result therefore
 // does not depend on the rest of the step: the same bits alone, in any tree, on any rank.
 #pragma once
+#include <cstddef>
 #include <memory>
 
 #include "lookahead/model/dtype.h"
@@ -42,6 +43,7 @@ struct PackedWeight {
   WType type = WType::F32;
   int rows = 0, cols = 0;
   std::shared_ptr<const void> storage;
+  size_t bytes = 0;  // of the panels (storage)
   // Quantized panels (include/lookahead/backend/cpu/gemm_quant.h: pack_quant_weight) of ggml type qtype; gemm() serves them
   // with the same per-output order. `type` is then unused.
   bool quantized = false;

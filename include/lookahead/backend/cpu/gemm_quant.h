@@ -17,6 +17,7 @@
 // kernel's order, so the result is bit for bit the float GEMM on the dequantized weights (tested).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "lookahead/backend/cpu/gemm.h"
@@ -33,8 +34,10 @@ struct QuantRows {
 
 // Whether the quantized GEMM serves ggml type `type` (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
 bool quant_gemm_supports(uint32_t type);
-// The panel copy (PackedWeight::quantized set); the source may be released afterwards.
-PackedWeight pack_quant_weight(const QuantRows& q);
+// The panel copy (PackedWeight::quantized set); the source may be released afterwards. `read_some`, when given, is
+// called after every 1024 panels packed (and at the end): the rows read so far may be released (e.g. a mapped
+// file's pages dropped from the resident set, so that packing never holds the whole source and its copy).
+PackedWeight pack_quant_weight(const QuantRows& q, const std::function<void()>& read_some = {});
 // Panels p0 .. p1-1 on the calling thread (gemm_panels sends quantized weights here).
 void gemm_quant_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& out);
 
