@@ -131,6 +131,7 @@ void BatchRunner::step() {
     s->staged_prefill = s->prefill;
     if (s->prefill) stage(i, s->exec->stage_prefill(s->runner->seq(), opt_.prefill_chunk));
   }
+  const int chunk_rows = rows;  // the prompt chunks' rows (DraftController::set_batch)
   // The decoding slots' last step sizes and yields: what each controller takes the rest of the step to be.
   auto decodes = [](const Slot* s) { return s && s->busy && !s->staged_prefill && !s->runner->done(); };
   int later_rows = 0, all_tokens = 0;
@@ -142,7 +143,7 @@ void BatchRunner::step() {
     if (!decodes(s)) continue;
     later_rows -= s->last_rows;  // the slots after this one, at their last sizes
     // The rest of the step: rows staged so far (prompt chunks, the earlier slots' plans) and the later slots.
-    if (s->controller) s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens);
+    if (s->controller) s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows);
     s->runner->plan_step();
     const StepInput& in = s->exec->stage(s->runner->seq(), s->runner->plan());
     s->last_rows = static_cast<int>(in.tokens.size());

@@ -54,9 +54,15 @@ double DraftController::host(int level) const {
   return 0.0;
 }
 
+double DraftController::base_s() const {
+  const double full = other_rows_ + 1;
+  return cost_.step_seconds(std::max(1.0, full - chunk_rows_));
+}
+
 double DraftController::step_cost(int level, double nodes) const {
   const int b = model_.ladder()[level];
-  return cost_.step_seconds(other_rows_ + 1 + nodes + s_.lookahead_nodes(b)) + host(level);
+  const double full = other_rows_ + 1;
+  return base_s() + cost_.step_seconds(full + nodes + s_.lookahead_nodes(b)) - cost_.step_seconds(full) + host(level);
 }
 
 // A context class seen before uses its own statistics (levels it never planned borrow its nearest planned level
@@ -255,7 +261,7 @@ int DraftController::choose(int context) {
   // statistics only learn the levels the plan held, see observe), so "drafts the whole draft" reads the same
   // whichever of the equal levels scored highest.
   if (hint_ >= 0 && pick > 0 && model_.ladder()[pick] >= hint_) pick = top;
-  plain_s_ = cost_.step_seconds(other_rows_ + 1);
+  plain_s_ = base_s();
   level_ = pick;
   ledger_->held_s -= held_s_;  // a choose() without observe() (a cancelled step) holds nothing twice
   held_s_ = pick > 0 ? std::max(0.0, worst_loss(pick)) : 0.0;
@@ -302,7 +308,9 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   ledger_->held_s -= held_s_;
   held_s_ = 0;
   const double accepted = static_cast<double>(path_ranks_.size());
-  const double fwd = cost_.step_seconds(other_rows_ + 1 + r + s_.lookahead_nodes(model_.ladder()[level_]));
+  const double full = other_rows_ + 1;
+  const double fwd = plain_s_ + cost_.step_seconds(full + r + s_.lookahead_nodes(model_.ladder()[level_])) -
+                     cost_.step_seconds(full);
   const double host_s = opt_.host_overhead ? std::max(0.0, host_seconds) : 0.0;
   ledger_->gain_s += accepted * plain_s_ / (other_tokens_ + 1) - (fwd + host_s - plain_s_);
   ledger_->paid_s += share(fwd + host_s, accepted);
@@ -310,7 +318,7 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
 }
 
 void DraftController::observe_dormant() {
-  plain_s_ = cost_.step_seconds(other_rows_ + 1);
+  plain_s_ = base_s();
   ledger_->paid_s += share(plain_s_, 0);
   ++counters_.steps;
   ++counters_.plain_steps;

@@ -496,6 +496,75 @@ TEST(DraftController, ABatchSharesOneLedger) {
       << "the batch lost " << (t / plain - 1) * 100 << "% to batched plain decoding";
 }
 
+// Prompt chunks share a batched step but yield no token (draft_controller.h, "Batches"). 4 decoding slots of 64
+// tokens each, beside a backlog of 1280 prompt rows fed 40 per step, on a compute-bound cost (each row costs what
+// the step's fixed part does). Each slot's 4-node draft has its first node accepted: a token is worth a fifth of
+// the fixed part plus a row, its draft costs 4 rows, so drafting loses. Priced against the step with the chunks,
+// a token looked worth 2.25 rows and the slots drafted through the prompt backlog: 20% slower than plain.
+TEST(DraftController, PromptChunksInTheStepDoNotPayForDrafts) {
+  const int B = 4, want = 64, backlog = 1280, chunk = 40;
+  StepCostModel cost(affine(0.2e-3, 0.2e-3));
+  cost.freeze();
+  const AdaptiveOptions o = no_host();
+  auto job = [&](bool adaptive, int64_t* drafted) {
+    DraftLedger ledger;
+    std::vector<std::unique_ptr<HintedStrategy>> s;
+    std::vector<std::unique_ptr<DraftController>> c;
+    for (int i = 0; i < B; ++i) {
+      s.push_back(std::make_unique<HintedStrategy>());
+      s[i]->hint = adaptive ? 4 : 0;
+      c.push_back(std::make_unique<DraftController>(*s[i], cost, o));
+      c[i]->share_ledger(ledger);
+    }
+    const std::vector<int32_t> seq{1};
+    std::vector<StepPlan> plans(B);
+    std::vector<int> last(B, 1), got(B, 0), toks(B, 1);
+    std::vector<char> asleep(B, 0);
+    int left = backlog;
+    double t = 0;
+    while (*std::min_element(got.begin(), got.end()) < want) {
+      const int f = std::min(chunk, left);
+      left -= f;
+      int rows = f, later = 0, tokens = 0;
+      for (int i = 0; i < B; ++i)
+        if (got[i] < want) later += last[i], tokens += toks[i];
+      for (int i = 0; i < B; ++i) {
+        if (got[i] >= want) continue;
+        later -= last[i];
+        c[i]->set_batch(rows + later, tokens - toks[i], f);
+        asleep[i] = c[i]->dormant();
+        if (asleep[i]) {
+          plans[i].reset(1);
+        } else {
+          c[i]->choose(s[i]->draft_context(seq));
+          s[i]->plan(seq, 1000, plans[i]);
+        }
+        last[i] = plans[i].size();
+        rows += last[i];
+        *drafted += plans[i].size() > 1;
+      }
+      t += cost.step_seconds(rows);
+      for (int i = 0; i < B; ++i) {
+        if (got[i] >= want) continue;
+        Verdict v;
+        v.path.push_back(0);
+        if (plans[i].size() > 1) v.path.push_back(1);
+        toks[i] = static_cast<int>(v.path.size());
+        got[i] += toks[i];
+        if (asleep[i]) c[i]->observe_dormant();
+        else c[i]->observe(plans[i], v, 0.0);
+      }
+    }
+    return t;
+  };
+  int64_t none = 0, drafted = 0;
+  const double plain = job(false, &none);
+  const double t = job(true, &drafted);
+  EXPECT_EQ(none, 0);
+  EXPECT_LE(t, plain * (1 + o.explore_share) + o.explore_credit * cost.step_seconds(1) + 1e-9)
+      << "drafting lost " << (t / plain - 1) * 100 << "% to batched plain decoding (" << drafted << " drafts)";
+}
+
 // Dormancy: a strategy whose bookkeeping costs half a plain step of host time every step (a suffix tree of a
 // million nodes against a 50 us forward) and whose drafts never pay. The runner's loop as StepRunner runs it:
 // asleep, a plain step without the strategy (no host time). The whole costs plain decoding about explore_share;

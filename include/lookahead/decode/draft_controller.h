@@ -59,7 +59,10 @@
 // explore_credit lone plain steps, once), one dormancy. With a ledger per slot, 16 slots held 16 allowances: on a
 // job of 24 short requests at --batch 16 that alone let drafting lose 5-9% to batched plain decoding. Every cost a
 // slot weighs against its own gain (a warm-up's cap, a probe's share of step time) is its share of the step: a
-// probe of 2 rows is 2/16 of a 16-row step, not 2 rows over the step. A slot's chosen draft holds its worst loss in
+// probe of 2 rows is 2/16 of a 16-row step, not 2 rows over the step. Prompt chunks of joining requests share the
+// step but yield no token: a draft's rows are priced where the step sits on the cost curve (with the chunks), and
+// an accepted token is worth its share of the step without them. Priced with them, a token on SmolLM2 at --batch 16
+// (52% of the rows prompt chunks) looked worth twice a row and drafting that lost 11% was booked as a 29% gain. A slot's chosen draft holds its worst loss in
 // the ledger until observed, so the slots planned later in the same step see the room it took.
 //
 // Determinism: only which draft is proposed depends on timings; the verifier accepts exactly the tokens plain
@@ -117,7 +120,13 @@ class DraftController {
   // Batched steps (batch_runner.h): the rest of the coming step holds `other_rows` rows of other requests that
   // yield `other_tokens` tokens. The budget is then chosen for the step's tokens per second as a whole: a draft
   // pays when its expected extra tokens beat the marginal cost of its rows at that step size. (0, 0): alone.
-  void set_batch(double other_rows, double other_tokens) { other_rows_ = other_rows; other_tokens_ = other_tokens; }
+  // `chunk_rows` of the other rows are prompt chunks (fixed work that yields no token): they set where the step
+  // sits on the cost curve (what a draft's rows cost), but a token's value is its share of the step without them.
+  void set_batch(double other_rows, double other_tokens, double chunk_rows = 0) {
+    other_rows_ = other_rows;
+    other_tokens_ = other_tokens;
+    chunk_rows_ = chunk_rows;
+  }
   // The slots of a batch share one ledger (`l` must outlive the controller); by default a controller has its own.
   void share_ledger(DraftLedger& l) { ledger_ = &l; }
   const DraftLedger& ledger() const { return *ledger_; }
@@ -175,7 +184,8 @@ class DraftController {
   std::vector<uint8_t> host_seen_;
   int level_ = 0;
   bool probe_ = false;
-  double other_rows_ = 0, other_tokens_ = 0;  // set_batch()
+  double other_rows_ = 0, other_tokens_ = 0, chunk_rows_ = 0;  // set_batch()
+  double base_s() const;  // the coming step as a plain step without the prompt chunks' rows
   DraftLedger own_ledger_;
   DraftLedger* ledger_ = &own_ledger_;
   double plain_s_ = 0;   // the coming step's forward as a plain step (no strategy: the ledger's baseline)
