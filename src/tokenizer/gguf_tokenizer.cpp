@@ -9,7 +9,7 @@
 // sees the rest, as Hugging Face's tokenizers and llama.cpp (parse_special) do.
 //
 // "gpt2": the vocabulary, the merges and the pre-tokenizer that tokenizer.ggml.pre names (llama.cpp's names: the
-// GPT-2 default, llama-bpe, qwen2, smollm/starcoder/refact) become a Hugging Face tokenizer.json, parsed by the
+// GPT-2 default, llama-bpe, qwen2, qwen35, smollm/starcoder/refact) become a Hugging Face tokenizer.json, parsed by the
 // tokenizer.json reader (src/tokenizer/tokenizer_json.cpp); control tokens are its special added tokens.
 #include "lookahead/tokenizer/gguf_tokenizer.h"
 
@@ -207,6 +207,9 @@ json pre_tokenizer_for(const std::string& pre, bool& ignore_merges, const std::s
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   const char* qwen2 =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  // Qwen3.5: letters and combining marks together (\p{M}), so a base letter keeps its accents in one piece.
+  const char* qwen35 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   auto byte_level = [](bool regex) {
     return json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", regex}};
   };
@@ -221,11 +224,12 @@ json pre_tokenizer_for(const std::string& pre, bool& ignore_merges, const std::s
   }
   if (pre == "qwen2" || pre == "deepseek-r1-qwen")
     return json{{"type", "Sequence"}, {"pretokenizers", {split(qwen2), byte_level(false)}}};
+  if (pre == "qwen35") return json{{"type", "Sequence"}, {"pretokenizers", {split(qwen35), byte_level(false)}}};
   if (pre == "smollm" || pre == "starcoder" || pre == "refact")
     return json{{"type", "Sequence"},
                 {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}};
   fail("GGUF '", origin, "': unsupported pre-tokenizer '", pre, "' in 'tokenizer.ggml.pre' (supported: default/gpt2, "
-       "llama-bpe, qwen2, smollm, starcoder, refact); give --tokenizer DIR with the model's tokenizer.json");
+       "llama-bpe, qwen2, qwen35, smollm, starcoder, refact); give --tokenizer DIR with the model's tokenizer.json");
 }
 
 std::unique_ptr<Tokenizer> gpt2_tokenizer(const GgufFile& f, const Vocabulary& v, int bos_id) {
