@@ -187,7 +187,7 @@ expect_error "tokenizer.json: invalid JSON" "${G[@]}" --model "$M" --tokenizer "
 # --test-deps copies them; tests/core/test_tokenizer_vocab.cpp checks every test string against HF's ids) ----
 V=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/vocab
 if [ -f "$V/ggml-vocab-llama-spm.gguf" ] && [ -f "$V/ggml-vocab-qwen35.gguf" ] && [ -f "$V/ggml-vocab-gemma-4.gguf" ] \
-   && [ -f "$V/ggml-vocab-mpt.gguf" ]; then
+   && [ -f "$V/ggml-vocab-bert-bge.gguf" ]; then
   ids_are() {  # ids_are "what" '[ids]' args...: tokenize's one record has these ids
     n=$((n+1))
     local got; got=$("$BIN" "${@:3}" 2>&1)
@@ -204,7 +204,7 @@ if [ -f "$V/ggml-vocab-llama-spm.gguf" ] && [ -f "$V/ggml-vocab-qwen35.gguf" ] &
   expect_error "holds no weights: a vocabulary-only GGUF" "${G[@]}" --model "$V/ggml-vocab-llama-spm.gguf"
   expect_error "holds no weights: a vocabulary-only GGUF" "${G[@]}" --model "$V/ggml-vocab-gemma-4.gguf"
   expect_error "unsupported tokenizer model 'gemma4'" tokenize --model "$V/ggml-vocab-gemma-4.gguf" --text hi
-  expect_error "unsupported pre-tokenizer 'mpt'" tokenize --tokenizer "$V/ggml-vocab-mpt.gguf" --text hi
+  expect_error "unsupported tokenizer model 'bert'" tokenize --tokenizer "$V/ggml-vocab-bert-bge.gguf" --text hi
 else
   echo "skipped: the vocabulary-only GGUF cases (no $V/ggml-vocab-*.gguf: launch/setup.sh --test-deps copies them)"
 fi
