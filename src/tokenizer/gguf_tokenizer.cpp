@@ -11,7 +11,8 @@
 // "gpt2": the vocabulary, the merges and the pre-tokenizer that tokenizer.ggml.pre names (llama.cpp's names: the
 // GPT-2 default, mpt, llama-bpe, qwen2, qwen35, smollm/starcoder/refact, command-r, deepseek-llm, deepseek-coder,
 // falcon) become a Hugging Face tokenizer.json, parsed by the tokenizer.json reader (src/tokenizer/tokenizer_json.cpp);
-// control tokens are its special added tokens. Any other name is refused. tests/core/test_tokenizer_vocab.cpp checks
+// control tokens are its special added tokens. Any other name is refused. "gemma4" (Gemma 4: SentencePiece-style BPE
+// with merges and byte fallback) becomes a tokenizer.json too (bpe_tokenizer). tests/core/test_tokenizer_vocab.cpp checks
 // each against Hugging Face's ids on llama.cpp's vocabulary files.
 #include "lookahead/tokenizer/gguf_tokenizer.h"
 
@@ -272,14 +273,22 @@ json pre_tokenizer_for(const std::string& pre, bool& ignore_merges, bool& nfc, c
        "give --tokenizer DIR with the model's tokenizer.json");
 }
 
-std::unique_ptr<Tokenizer> gpt2_tokenizer(const GgufFile& f, const Vocabulary& v, int bos_id) {
+// "gpt2" (byte-level BPE) and "gemma4" (SentencePiece-style BPE: spaces as U+2581, merges over raw UTF-8, <0xXX>
+// byte fallback, only newline runs split apart, as llama.cpp's gemma4 pre-tokenizer) as a tokenizer.json.
+std::unique_ptr<Tokenizer> bpe_tokenizer(const GgufFile& f, const Vocabulary& v, int bos_id, bool gemma4) {
   const std::string& o = f.origin();
   const GgufValue* m = f.find("tokenizer.ggml.merges");
-  LA_CHECK(m && m->kind == GgufKind::ARRAY && m->elem == GgufKind::STRING, "GGUF '", o,
-           "': a gpt2 (byte-level BPE) tokenizer needs 'tokenizer.ggml.merges', an array of strings");
+  LA_CHECK(m && m->kind == GgufKind::ARRAY && m->elem == GgufKind::STRING, "GGUF '", o, "': a ",
+           gemma4 ? "gemma4" : "gpt2 (byte-level BPE)", " tokenizer needs 'tokenizer.ggml.merges', an array of strings");
   bool ignore_merges = false, nfc = false;
   json j;
-  j["pre_tokenizer"] = pre_tokenizer_for(f.get_string("tokenizer.ggml.pre", "default"), ignore_merges, nfc, o);
+  if (gemma4) {
+    const json split = {{"type", "Split"}, {"pattern", {{"Regex", "[^\n]+|\n+"}}}, {"behavior", "Isolated"},
+                        {"invert", false}};
+    j["pre_tokenizer"] = split;
+  } else {
+    j["pre_tokenizer"] = pre_tokenizer_for(f.get_string("tokenizer.ggml.pre", "default"), ignore_merges, nfc, o);
+  }
   json vocab = json::object();
   json added = json::array();
   for (size_t i = 0; i < v.tokens.size(); ++i) {
@@ -290,9 +299,16 @@ std::unique_ptr<Tokenizer> gpt2_tokenizer(const GgufFile& f, const Vocabulary& v
                        {"lstrip", false}, {"rstrip", false}, {"single_word", false}});
   }
   j["model"] = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", m->strs}, {"ignore_merges", ignore_merges},
-                {"byte_fallback", false}};
-  j["normalizer"] = nfc ? json{{"type", "NFC"}} : json(nullptr);
-  j["decoder"] = {{"type", "ByteLevel"}};
+                {"byte_fallback", gemma4}};
+  if (gemma4) {
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+    j["decoder"] = {{"type", "Sequence"},
+                    {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                  {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}};
+  } else {
+    j["normalizer"] = nfc ? json{{"type", "NFC"}} : json(nullptr);
+    j["decoder"] = {{"type", "ByteLevel"}};
+  }
   j["added_tokens"] = std::move(added);
   j["post_processor"] = nullptr;
   HfTokenizerConfig cfg;
@@ -310,9 +326,10 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, int bos_id) {
            "give --tokenizer DIR");
   const Vocabulary v = read_vocab(f);
   if (model == "llama") return std::make_unique<GgufSpTokenizer>(f, v, bos_id);
-  if (model == "gpt2") return gpt2_tokenizer(f, v, bos_id);
+  if (model == "gpt2") return bpe_tokenizer(f, v, bos_id, false);
+  if (model == "gemma4") return bpe_tokenizer(f, v, bos_id, true);
   fail("GGUF '", f.origin(), "': unsupported tokenizer model '", model, "' in 'tokenizer.ggml.model' (supported: "
-       "llama, gpt2)");
+       "llama, gpt2, gemma4)");
 }
 
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path, int bos_id) {
