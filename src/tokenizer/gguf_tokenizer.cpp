@@ -11,8 +11,8 @@
 // "gpt2": the vocabulary, the merges and the pre-tokenizer that tokenizer.ggml.pre names (llama.cpp's names: the
 // GPT-2 default, mpt, llama-bpe, qwen2, qwen35, smollm/starcoder/refact, command-r, deepseek-llm, deepseek-coder,
 // falcon) become a Hugging Face tokenizer.json, parsed by the tokenizer.json reader (src/tokenizer/tokenizer_json.cpp);
-// control tokens are its special added tokens. Any other name is refused. "gemma4" (Gemma 4: SentencePiece-style BPE
-// with merges and byte fallback) becomes a tokenizer.json too (bpe_tokenizer). tests/core/test_tokenizer_vocab.cpp checks
+// control tokens are its special added tokens. Any other name is refused. "gemma4" (Gemma 4: SentencePiece-style
+// BPE with merges and byte fallback) becomes a tokenizer.json too (bpe_tokenizer). tests/core/test_tokenizer_vocab.cpp checks
 // each against Hugging Face's ids on llama.cpp's vocabulary files.
 #include "lookahead/tokenizer/gguf_tokenizer.h"
 
@@ -279,7 +279,8 @@ std::unique_ptr<Tokenizer> bpe_tokenizer(const GgufFile& f, const Vocabulary& v,
   const std::string& o = f.origin();
   const GgufValue* m = f.find("tokenizer.ggml.merges");
   LA_CHECK(m && m->kind == GgufKind::ARRAY && m->elem == GgufKind::STRING, "GGUF '", o, "': a ",
-           gemma4 ? "gemma4" : "gpt2 (byte-level BPE)", " tokenizer needs 'tokenizer.ggml.merges', an array of strings");
+           gemma4 ? "gemma4" : "gpt2 (byte-level BPE)",
+           " tokenizer needs 'tokenizer.ggml.merges', an array of strings");
   bool ignore_merges = false, nfc = false;
   json j;
   if (gemma4) {
