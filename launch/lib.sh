@@ -51,6 +51,38 @@ la_peer_env() {
   [ -d "$SHARED/datasets" ] || die "no shared datasets at $SHARED/datasets (set LOOKAHEAD_SHARED)"
   [ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first)"
 }
+# la_llamacpp_source PY: the llama.cpp tree vendored in the pinned llama-cpp-python sdist (launch/pins.txt), unpacked
+# ONCE into $DEPS/llama.cpp-<version>/src (pip download with PY, checked against the sdist's sha256 below); prints
+# that path. The peer build (launch/bench/peers/build-llamacpp.sh) compiles it; setup.sh --test-deps copies its
+# vocabulary test files (models/ggml-vocab-*) from it. A second call finds the tree and does nothing.
+LA_LLAMACPP_SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+la_llamacpp_source() {
+  local py=$1 ver top src tmp f got
+  ver=$(la_pin llama-cpp-python | cut -d= -f3)
+  top=$DEPS/llama.cpp-$ver
+  src=$top/src
+  if [ ! -f "$src/.unpacked" ]; then
+    mkdir -p "$top"
+    tmp=$(mktemp -d "$top/.dl.XXXXXX")
+    log "downloading llama-cpp-python==$ver (sdist) from PyPI"
+    if ! "$py" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+         "llama-cpp-python==$ver" -d "$tmp" >&2; then
+      rm -rf "$tmp"; die "pip download of llama-cpp-python==$ver failed"
+    fi
+    f="$tmp/llama_cpp_python-$ver.tar.gz"
+    [ -f "$f" ] || { rm -rf "$tmp"; die "pip download gave no $f"; }
+    got=$(sha256sum "$f" | cut -d' ' -f1)
+    [ "$got" = "$LA_LLAMACPP_SDIST_SHA256" ] \
+      || { rm -rf "$tmp"; die "sdist $f has sha256 $got, pinned $LA_LLAMACPP_SDIST_SHA256"; }
+    tar -xzf "$f" -C "$tmp" "llama_cpp_python-$ver/vendor/llama.cpp" || { rm -rf "$tmp"; die "cannot unpack $f"; }
+    rm -rf "$src"
+    mv "$tmp/llama_cpp_python-$ver/vendor/llama.cpp" "$src"
+    rm -f "$src/.git"   # a submodule pointer to a parent that is not there; cmake would ask git about it
+    touch "$src/.unpacked"
+    rm -rf "$tmp"
+  fi
+  echo "$src"
+}
 # la_setup: runs launch/setup.sh quietly, showing its output only when it fails.
 la_setup() { "$ROOT/launch/setup.sh" "$@" >/dev/null 2>&1 || "$ROOT/launch/setup.sh" "$@"; }
 # la_positive NAME=VALUE...: each value a whole number >= 1, else a clear error naming it.

@@ -4,7 +4,7 @@
 #
 #   launch/setup.sh              # runtime + build dependencies, then build
 #   launch/setup.sh --test-deps  # also what the tests need (Slurm, munge, transformers, clang-14 for fuzzing, the
-#                                # converted SmolLM2 directory, Gemma-3-270M)
+#                                # converted SmolLM2 directory, Gemma-3-270M, llama.cpp's vocabulary test files)
 #   launch/setup.sh --no-model   # skip the SmolLM2 model (the demo and the SmolLM2 tests need it)
 #
 # Every Python pin (torch, transformers, the model wheels, matplotlib, ...) is in launch/pins.txt.
@@ -131,6 +131,31 @@ with open(tmp, "wb") as f:
 os.replace(tmp, out)
 PYEOF
   [ "$(stat -c %s "$GEMMA3_GGUF")" = $GEMMA3_BYTES ] || die "$GEMMA3_GGUF is not $GEMMA3_BYTES bytes"
+fi
+
+# Vocabulary test files (tests/core/test_tokenizer_vocab.cpp): llama.cpp's vocabulary-only GGUFs (tokenizer.ggml.*
+# metadata, no tensors) with their test strings (.inp) and Hugging Face's ids for them (.out), from the llama.cpp tree
+# in the pinned llama-cpp-python sdist (lib.sh: la_llamacpp_source, shared with the peer build), copied into
+# $LOOKAHEAD_DEPS/vocab/. Only the vocabularies that come with test strings; .from names the sdist they came from.
+VOCAB=$DEPS/vocab
+VOCAB_FROM=$(la_pin llama-cpp-python)
+if [ $TEST_DEPS = 1 ] && [ "$(cat "$VOCAB/.from" 2>/dev/null)" != "$VOCAB_FROM" ]; then
+  if [ -z "$PY" ]; then
+    log "no python to download the $VOCAB_FROM sdist with; skipping the vocabulary test files"
+  else
+    LLAMA_SRC=$(la_llamacpp_source "$PY") || exit 1
+    mkdir -p "$VOCAB"
+    n=0
+    for inp in "$LLAMA_SRC"/models/ggml-vocab-*.gguf.inp; do
+      g=${inp%.inp}
+      [ -f "$g" ] && [ -f "$g.out" ] || continue
+      cp "$g" "$g.inp" "$g.out" "$VOCAB/"
+      n=$((n + 1))
+    done
+    [ $n -gt 0 ] || die "no ggml-vocab-*.gguf with .inp and .out under $LLAMA_SRC/models"
+    echo "$VOCAB_FROM" > "$VOCAB/.from"
+    log "copied $n vocabularies with their test strings into $VOCAB"
+  fi
 fi
 
 # build

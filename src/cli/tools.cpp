@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "lookahead/engine/llama.h"
+#include "lookahead/model/config.h"
 #include "lookahead/model/model_path.h"
 #include "lookahead/options/parse.h"
 #include "lookahead/engine/selfcheck.h"
@@ -219,7 +220,8 @@ int cmd_tokenize(int argc, char** argv) {
       "one JSON line {\"id\", \"ids\"} per input; --decode turns ids back into {\"id\", \"text\"}\n\nOptions");
   add_model_option(d, model);  // its tokenizer and BOS
   d.add_options()("help,h", "show this help")(
-      "tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model or tokenizer.json (default: the model's)")(
+      "tokenizer", po::value(&tokenizer_dir), "directory with tokenizer.model or tokenizer.json, or a GGUF file (its "
+                                              "tokenizer.ggml.* metadata only; default: the model's)")(
       "text", po::value(&text), "one text to encode")(
       "input", po::value(&input), "JSONL file of {\"id\", \"text\"} (or \"prompt\") records; with --decode {\"id\", \"ids\": [...]}")(
       "ids", po::value(&ids_s), "with --decode: a comma list of token ids")(
@@ -243,8 +245,9 @@ int cmd_tokenize(int argc, char** argv) {
   } else {
     recs.push_back({json(0), text, {}});
   }
+  // --model of a vocabulary-only GGUF (no tensors): its tokenizer.ggml.* only, no model config (no architecture).
   std::unique_ptr<ModelConfig> cfg;
-  if (!model.empty()) cfg = std::make_unique<ModelConfig>(model_config_of(model));
+  if (!model.empty() && !is_vocab_only_gguf(model)) cfg = std::make_unique<ModelConfig>(model_config_of(model));
   const auto tok = open_tokenizer(tokenizer_files(model, tokenizer_dir), model, tokenizer_dir, cfg.get());
   std::string out;
   for (const auto& r : recs) {

@@ -306,8 +306,21 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   return c;
 }
 
+namespace {
+// No tensors but a tokenizer: a file with neither (a bad-input test's bare header) keeps the errors below.
+bool vocab_only(const GgufFile& f) { return f.tensors().empty() && f.has("tokenizer.ggml.model"); }
+}  // namespace
+
+bool is_vocab_only_gguf(const std::string& path) { return is_gguf_path(path) && vocab_only(GgufFile::open(path)); }
+
 ModelConfig load_model_config(const std::string& dir) {
-  if (is_gguf_path(dir)) return gguf_model_config(GgufFile::open(dir));  // --model FILE.gguf
+  if (is_gguf_path(dir)) {  // --model FILE.gguf
+    const GgufFile f = GgufFile::open(dir);
+    // Checked before the architecture: a vocabulary file may name one we do not run (gemma4, bert, ...).
+    LA_CHECK(!vocab_only(f), "GGUF '", f.origin(), "' holds no weights: a vocabulary-only GGUF (tokenizer.ggml.* "
+             "metadata only); `lookahead tokenize --tokenizer ", dir, "` reads its tokenizer");
+    return gguf_model_config(f);
+  }
   const ModelDir d(dir);
   const std::string cfg = d.config_text();
   return parse_model_config(cfg, d.generation_config_text(), d.file("config.json"));

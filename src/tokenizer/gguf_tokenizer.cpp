@@ -9,8 +9,11 @@
 // sees the rest, as Hugging Face's tokenizers and llama.cpp (parse_special) do.
 //
 // "gpt2": the vocabulary, the merges and the pre-tokenizer that tokenizer.ggml.pre names (llama.cpp's names: the
-// GPT-2 default, llama-bpe, qwen2, smollm/starcoder/refact) become a Hugging Face tokenizer.json, parsed by the
-// tokenizer.json reader (src/tokenizer/tokenizer_json.cpp); control tokens are its special added tokens.
+// GPT-2 default, mpt, llama-bpe, qwen2, qwen35, smollm/starcoder/refact, command-r, deepseek-llm, deepseek-coder,
+// falcon) become a Hugging Face tokenizer.json, parsed by the tokenizer.json reader (src/tokenizer/tokenizer_json.cpp);
+// control tokens are its special added tokens. Any other name is refused. "gemma4" (Gemma 4: SentencePiece-style
+// BPE with merges and byte fallback) becomes a tokenizer.json too (bpe_tokenizer). tests/core/test_tokenizer_vocab.cpp checks
+// each against Hugging Face's ids on llama.cpp's vocabulary files.
 #include "lookahead/tokenizer/gguf_tokenizer.h"
 
 #include <algorithm>
@@ -202,11 +205,38 @@ using json = nlohmann::json;
 
 // The pre-tokenizer of a tokenizer.json for llama.cpp's tokenizer.ggml.pre names (llama-vocab.cpp lists the regexes
 // each name stands for; these are the Hugging Face files those models ship).
-json pre_tokenizer_for(const std::string& pre, bool& ignore_merges, const std::string& origin) {
+// nfc: the tokenizer.json normalizes to NFC first (GPT-NeoX's, which MPT uses, and Command-R's).
+json pre_tokenizer_for(const std::string& pre, bool& ignore_merges, bool& nfc, const std::string& origin) {
   const char* llama3 =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   const char* qwen2 =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  // Qwen3.5: letters and combining marks together (\p{M}), so a base letter keeps its accents in one piece.
+  const char* qwen35 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  // GPT-2's pattern, for the sequences that name it as one Split among others (falcon).
+  const char* gpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+  // DeepSeek's Splits (its LLM and Coder tokenizer.json files): letter runs of the listed scripts, ASCII and
+  // full-width punctuation runs, CJK/Hangul runs and digit runs each isolated, with an optional leading space.
+  // (code points written as \x{...}: several of the file's characters are not in NFC, and an editor that normalizes
+  // would turn a range such as U+1F5F-U+1F7D into an invalid one).
+  const char* ds_cjk = R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)";
+  const char* ds_punct = R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)";
+  const char* ds_letters =
+      R"(\s?[A-Za-z\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF}\x{1C4}-\x{293})"
+      R"(\x{295}-\x{2AF}\x{370}-\x{373}\x{376}\x{377}\x{37B}-\x{37D}\x{37F}\x{386}\x{388}-\x{38A}\x{38C})"
+      R"(\x{38E}-\x{3A1}\x{3A3}-\x{3F5}\x{3F7}-\x{481}\x{48A}-\x{52F}\x{531}-\x{556}\x{10A0}-\x{10C5})"
+      R"(\x{13A0}-\x{13F5}\x{13F8}-\x{13FD}\x{1C90}-\x{1CBA}\x{1CBD}-\x{1CBF}\x{1D00}-\x{1D2B})"
+      R"(\x{1D6B}-\x{1D77}\x{1D79}-\x{1D9A}\x{1E00}-\x{1F15}\x{1F18}-\x{1F1D}\x{1F20}-\x{1F45})"
+      R"(\x{1F48}-\x{1F4D}\x{1F50}-\x{1F57}\x{1F59}\x{1F5B}\x{1F5D}\x{1F5F}-\x{1F7D}\x{1F80}-\x{1FB4})"
+      R"(\x{1FB6}-\x{1FBC}\x{1FBE}\x{1FC2}-\x{1FC4}\x{1FC6}-\x{1FCC}\x{1FD0}-\x{1FD3}\x{1FD6}-\x{1FDB})"
+      R"(\x{1FE0}-\x{1FEC}\x{1FF2}-\x{1FF4}\x{1FF6}-\x{1FFC}\x{2102}\x{2107}\x{210A}-\x{2113}\x{2115})"
+      R"(\x{2119}-\x{211D}\x{2124}\x{2126}\x{2128}\x{212A}-\x{212D}\x{212F}-\x{2134}\x{2139})"
+      R"(\x{213C}-\x{213F}\x{2145}-\x{2149}\x{214E}\x{2183}\x{2184}\x{2C00}-\x{2C7B}\x{2C7E}-\x{2CE4})"
+      R"(\x{2CEB}-\x{2CEE}\x{2CF2}\x{2CF3}\x{A640}-\x{A66D}\x{A680}-\x{A69B}\x{A722}-\x{A76F})"
+      R"(\x{A771}-\x{A787}\x{A78B}-\x{A78E}\x{AB70}-\x{ABBF}\x{FB00}-\x{FB06}\x{FB13}-\x{FB17})"
+      R"(\x{FF21}-\x{FF3A}\x{FF41}-\x{FF5A}\x{10400}-\x{1044F}\x{104B0}-\x{104D3}\x{104D8}-\x{104FB})"
+      R"(\x{10C80}-\x{10CB2}\x{10CC0}-\x{10CF2}\x{118A0}-\x{118DF}\x{1E900}-\x{1E943}]+)";
   auto byte_level = [](bool regex) {
     return json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", regex}};
   };
@@ -214,28 +244,52 @@ json pre_tokenizer_for(const std::string& pre, bool& ignore_merges, const std::s
     return json{{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}, {"invert", false}};
   };
   ignore_merges = false;
-  if (pre.empty() || pre == "default" || pre == "gpt2" || pre == "gpt-2") return byte_level(true);
+  nfc = pre == "mpt" || pre == "command-r";
+  if (pre.empty() || pre == "default" || pre == "gpt2" || pre == "gpt-2" || pre == "mpt") return byte_level(true);
   if (pre == "llama-bpe" || pre == "llama3" || pre == "smaug-bpe") {
     ignore_merges = true;
     return json{{"type", "Sequence"}, {"pretokenizers", {split(llama3), byte_level(false)}}};
   }
   if (pre == "qwen2" || pre == "deepseek-r1-qwen")
     return json{{"type", "Sequence"}, {"pretokenizers", {split(qwen2), byte_level(false)}}};
-  if (pre == "smollm" || pre == "starcoder" || pre == "refact")
+  if (pre == "qwen35") return json{{"type", "Sequence"}, {"pretokenizers", {split(qwen35), byte_level(false)}}};
+  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r")
     return json{{"type", "Sequence"},
                 {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}};
+  if (pre == "deepseek-llm")
+    return json{{"type", "Sequence"},
+                {"pretokenizers", {split(R"([\r\n])"), split(ds_letters), split(ds_punct),
+                                   split(R"(\s+$)"), split(ds_cjk), split(R"(\p{N}+)"), byte_level(false)}}};
+  if (pre == "deepseek-coder")
+    return json{{"type", "Sequence"},
+                {"pretokenizers", {split(R"([\r\n])"), split(R"(\s?\p{L}+)"), split(R"(\s?\p{P}+)"), split(ds_cjk),
+                                   split(R"(\p{N})"), byte_level(false)}}};
+  if (pre == "falcon")  // HF's Punctuation pre-tokenizer is the first Split (ASCII punctuation and \p{P})
+    return json{{"type", "Sequence"},
+                {"pretokenizers", {split(R"([\p{P}\$\+<=>\^~\|`]+)"), split(gpt2), split("[0-9][0-9][0-9]"),
+                                   byte_level(false)}}};
   fail("GGUF '", origin, "': unsupported pre-tokenizer '", pre, "' in 'tokenizer.ggml.pre' (supported: default/gpt2, "
-       "llama-bpe, qwen2, smollm, starcoder, refact); give --tokenizer DIR with the model's tokenizer.json");
+       "mpt, llama-bpe, qwen2, qwen35, smollm, starcoder, refact, command-r, deepseek-llm, deepseek-coder, falcon); "
+       "give --tokenizer DIR with the model's tokenizer.json");
 }
 
-std::unique_ptr<Tokenizer> gpt2_tokenizer(const GgufFile& f, const Vocabulary& v, int bos_id) {
+// "gpt2" (byte-level BPE) and "gemma4" (SentencePiece-style BPE: spaces as U+2581, merges over raw UTF-8, <0xXX>
+// byte fallback, only newline runs split apart, as llama.cpp's gemma4 pre-tokenizer) as a tokenizer.json.
+std::unique_ptr<Tokenizer> bpe_tokenizer(const GgufFile& f, const Vocabulary& v, int bos_id, bool gemma4) {
   const std::string& o = f.origin();
   const GgufValue* m = f.find("tokenizer.ggml.merges");
-  LA_CHECK(m && m->kind == GgufKind::ARRAY && m->elem == GgufKind::STRING, "GGUF '", o,
-           "': a gpt2 (byte-level BPE) tokenizer needs 'tokenizer.ggml.merges', an array of strings");
-  bool ignore_merges = false;
+  LA_CHECK(m && m->kind == GgufKind::ARRAY && m->elem == GgufKind::STRING, "GGUF '", o, "': a ",
+           gemma4 ? "gemma4" : "gpt2 (byte-level BPE)",
+           " tokenizer needs 'tokenizer.ggml.merges', an array of strings");
+  bool ignore_merges = false, nfc = false;
   json j;
-  j["pre_tokenizer"] = pre_tokenizer_for(f.get_string("tokenizer.ggml.pre", "default"), ignore_merges, o);
+  if (gemma4) {
+    const json split = {{"type", "Split"}, {"pattern", {{"Regex", "[^\n]+|\n+"}}}, {"behavior", "Isolated"},
+                        {"invert", false}};
+    j["pre_tokenizer"] = split;
+  } else {
+    j["pre_tokenizer"] = pre_tokenizer_for(f.get_string("tokenizer.ggml.pre", "default"), ignore_merges, nfc, o);
+  }
   json vocab = json::object();
   json added = json::array();
   for (size_t i = 0; i < v.tokens.size(); ++i) {
@@ -246,9 +300,16 @@ std::unique_ptr<Tokenizer> gpt2_tokenizer(const GgufFile& f, const Vocabulary& v
                        {"lstrip", false}, {"rstrip", false}, {"single_word", false}});
   }
   j["model"] = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", m->strs}, {"ignore_merges", ignore_merges},
-                {"byte_fallback", false}};
-  j["normalizer"] = nullptr;
-  j["decoder"] = {{"type", "ByteLevel"}};
+                {"byte_fallback", gemma4}};
+  if (gemma4) {
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+    j["decoder"] = {{"type", "Sequence"},
+                    {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                  {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}};
+  } else {
+    j["normalizer"] = nfc ? json{{"type", "NFC"}} : json(nullptr);
+    j["decoder"] = {{"type", "ByteLevel"}};
+  }
   j["added_tokens"] = std::move(added);
   j["post_processor"] = nullptr;
   HfTokenizerConfig cfg;
@@ -266,9 +327,10 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, int bos_id) {
            "give --tokenizer DIR");
   const Vocabulary v = read_vocab(f);
   if (model == "llama") return std::make_unique<GgufSpTokenizer>(f, v, bos_id);
-  if (model == "gpt2") return gpt2_tokenizer(f, v, bos_id);
+  if (model == "gpt2") return bpe_tokenizer(f, v, bos_id, false);
+  if (model == "gemma4") return bpe_tokenizer(f, v, bos_id, true);
   fail("GGUF '", f.origin(), "': unsupported tokenizer model '", model, "' in 'tokenizer.ggml.model' (supported: "
-       "llama, gpt2)");
+       "llama, gpt2, gemma4)");
 }
 
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path, int bos_id) {

@@ -37,6 +37,9 @@ open(os.path.join(t, "trunc.gguf"), "wb").write(gguf([arch])[:-3])
 open(os.path.join(t, "hugestr.gguf"), "wb").write(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1 << 62) + bytes(16))
 open(os.path.join(t, "mamba.gguf"), "wb").write(gguf([("general.architecture", (8, gstr("mamba")))]))
 open(os.path.join(t, "nokeys.gguf"), "wb").write(gguf([arch]))
+# A vocabulary-only GGUF (no tensors, tokenizer.ggml.*; here without its token list) of an architecture we do not run.
+open(os.path.join(t, "vocabonly.gguf"), "wb").write(gguf([("general.architecture", (8, gstr("mamba"))),
+                                                          ("tokenizer.ggml.model", (8, gstr("gpt2")))]))
 q2k = gstr("token_embd.weight") + struct.pack("<IQQIQ", 2, 256, 8, 10, 0)  # a Q2_K tensor, data past the end
 b = gguf([arch], q2k, 1); open(os.path.join(t, "q2k.gguf"), "wb").write(b + bytes(-len(b) % 32))
 d = clone("gemma"); json.dump({"chat_template": "{% for m in messages %}{{ '<start_of_turn>' + m['role'] + '\\n' + m['content'] + '<end_of_turn>\\n' }}{% endfor %}"}, open(d + "/tokenizer_config.json", "w"))
@@ -89,6 +92,8 @@ expect_error "trunc.gguf': offset 56: metadata key 0 ('general.architecture'): s
 expect_error "hugestr.gguf': offset 24: metadata key 0: key of length 4611686018427387904 runs past the end" "${G[@]}" --model "$T/hugestr.gguf" --prompt hi
 expect_error "unsupported architecture 'mamba' in 'general.architecture'" "${G[@]}" --model "$T/mamba.gguf" --prompt hi
 expect_error "metadata 'llama.embedding_length' is missing" "${G[@]}" --model "$T/nokeys.gguf" --prompt hi
+expect_error "vocabonly.gguf' holds no weights: a vocabulary-only GGUF" "${G[@]}" --model "$T/vocabonly.gguf" --prompt hi
+expect_error "vocabonly.gguf': no tokenizer (metadata 'tokenizer.ggml.tokens' is missing)" tokenize --model "$T/vocabonly.gguf" --text hi
 expect_error "tensor 'token_embd.weight' (Q2_K, 672 bytes at data offset 0, file offset" "${G[@]}" --model "$T/q2k.gguf" --prompt hi
 # chat templates and cached model names
 expect_error "gemma/tokenizer_config.json: chat template not recognised" "${G[@]}" --model "$T/gemma" --prompt hi --chat

@@ -183,5 +183,30 @@ expect_error "truncated/tokenizer.json: invalid JSON" "${G[@]}" --model "$T/trun
 expect_error "unsupported tokenizer model type 'WordPiece'" "${G[@]}" --model "$T/wordpiece"
 expect_error "'zz', which is not in the vocabulary" "${G[@]}" --model "$T/badmerge"
 expect_error "tokenizer.json: invalid JSON" "${G[@]}" --model "$M" --tokenizer "$T/corrupt"
+# ---- vocabulary-only GGUFs (llama.cpp's ggml-vocab-*.gguf: tokenizer.ggml.*, no tensors; launch/setup.sh
+# --test-deps copies them; tests/core/test_tokenizer_vocab.cpp checks every test string against HF's ids) ----
+V=${LOOKAHEAD_DEPS:-$HOME/.cache/lookahead}/vocab
+if [ -f "$V/ggml-vocab-llama-spm.gguf" ] && [ -f "$V/ggml-vocab-qwen35.gguf" ] && [ -f "$V/ggml-vocab-gemma-4.gguf" ] \
+   && [ -f "$V/ggml-vocab-bert-bge.gguf" ]; then
+  ids_are() {  # ids_are "what" '[ids]' args...: tokenize's one record has these ids
+    n=$((n+1))
+    local got; got=$("$BIN" "${@:3}" 2>&1)
+    if [ "$got" = "{\"id\":0,\"ids\":$2}" ]; then echo "ok: $1"; else echo "FAIL: $1: $got (wanted ids $2)"; fails=$((fails+1)); fi
+  }
+  # HF's ids for "Hello world" (the .out files), after our BOS where the vocabulary adds one.
+  ids_are "--tokenizer llama-spm.gguf" '[1,15043,3186]' tokenize --tokenizer "$V/ggml-vocab-llama-spm.gguf" --text "Hello world"
+  ids_are "--model llama-spm.gguf (vocab only)" '[1,15043,3186]' tokenize --model "$V/ggml-vocab-llama-spm.gguf" --text "Hello world"
+  ids_are "--model qwen35.gguf (vocab only)" '[9707,1879]' tokenize --model "$V/ggml-vocab-qwen35.gguf" --text "Hello world"
+  got=$("$BIN" tokenize --model "$V/ggml-vocab-qwen35.gguf" --decode --ids 9707,1879 2>&1)
+  n=$((n+1))
+  if [ "$got" = '{"id":0,"text":"Hello world"}' ]; then echo "ok: --decode with a vocab-only GGUF"
+  else echo "FAIL: --decode with a vocab-only GGUF: $got"; fails=$((fails+1)); fi
+  expect_error "holds no weights: a vocabulary-only GGUF" "${G[@]}" --model "$V/ggml-vocab-llama-spm.gguf"
+  expect_error "holds no weights: a vocabulary-only GGUF" "${G[@]}" --model "$V/ggml-vocab-gemma-4.gguf"
+  ids_are "--model gemma-4.gguf (vocab only, tokenizer model gemma4)" '[2,9259,1902]' tokenize --model "$V/ggml-vocab-gemma-4.gguf" --text "Hello world"
+  expect_error "unsupported tokenizer model 'bert'" tokenize --tokenizer "$V/ggml-vocab-bert-bge.gguf" --text hi
+else
+  echo "skipped: the vocabulary-only GGUF cases (no $V/ggml-vocab-*.gguf: launch/setup.sh --test-deps copies them)"
+fi
 echo "$((n-fails)) passed, $fails failed"
 [ $fails -eq 0 ]

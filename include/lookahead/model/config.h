@@ -67,8 +67,12 @@ struct ModelConfig {
   int64_t parameter_count() const;
 };
 
-// Reads DIR/config.json and (if present) DIR/generation_config.json.
+// Reads DIR/config.json and (if present) DIR/generation_config.json; for a GGUF file, its metadata (a vocabulary-only
+// GGUF, is_vocab_only_gguf, is one la::Error saying so).
 ModelConfig load_model_config(const std::string& dir);
+// Whether `path` is a GGUF file that holds no tensors but a tokenizer: a vocabulary-only GGUF (tokenizer.ggml.*, as
+// llama.cpp's models/ggml-vocab-*.gguf), whose tokenizer `lookahead tokenize` reads without a model config.
+bool is_vocab_only_gguf(const std::string& path);
 // Parses config.json text (and optional generation_config.json text, may be empty).
 ModelConfig parse_model_config(const std::string& config_json, const std::string& generation_json,
                                const std::string& origin);

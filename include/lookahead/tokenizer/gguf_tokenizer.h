@@ -1,7 +1,8 @@
 // The tokenizer embedded in a GGUF file (tokenizer.ggml.*), built as the same objects the model directories use:
 // model "llama" (SentencePiece-style: pieces, scores, token types, byte fallback) as a sentencepiece model, model
 // "gpt2" (byte-level BPE: vocabulary, merges, the pre-tokenizer named by tokenizer.ggml.pre) as the tokenizer.json
-// tokenizer. No libtorch.
+// tokenizer; model "gemma4" (SentencePiece-style BPE with merges and byte fallback) as a tokenizer.json too.
+// No libtorch.
 #pragma once
 #include <memory>
 #include <string>

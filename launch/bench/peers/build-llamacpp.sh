@@ -13,7 +13,6 @@ set -euo pipefail
 LA_NAME=build-llamacpp
 . "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
 VER=$(la_pin llama-cpp-python | cut -d= -f3)
-SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 PY=${PY:-$VENV/bin/python}
 JOBS=${JOBS:-2}
 TOP=$DEPS/llama.cpp-$VER
@@ -25,24 +24,9 @@ TOOLS=(llama-bench llama-batched-bench llama-completion llama-simple llama-looku
 [ -x "$PY" ] || die "no python at $PY (run launch/setup.sh first, or set PY)"
 mkdir -p "$TOP"
 
-# 1. Source: the sdist's vendor/llama.cpp, checked against the pinned sdist hash.
-if [ ! -f "$SRC/.unpacked" ]; then
-  tmp=$(mktemp -d "$TOP/.dl.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
-  log "downloading llama-cpp-python==$VER (sdist) from PyPI"
-  "$PY" -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VER" -d "$tmp" \
-    || die "pip download of llama-cpp-python==$VER failed"
-  f="$tmp/llama_cpp_python-$VER.tar.gz"
-  [ -f "$f" ] || die "pip download gave no $f"
-  got=$(sha256sum "$f" | cut -d' ' -f1)
-  [ "$got" = "$SDIST_SHA256" ] || die "sdist $f has sha256 $got, pinned $SDIST_SHA256"
-  tar -xzf "$f" -C "$tmp" "llama_cpp_python-$VER/vendor/llama.cpp"
-  rm -rf "$SRC"
-  mv "$tmp/llama_cpp_python-$VER/vendor/llama.cpp" "$SRC"
-  rm -f "$SRC/.git"   # a submodule pointer to a parent that is not there; cmake would ask git about it
-  touch "$SRC/.unpacked"
-  rm -rf "$tmp"; trap - EXIT
-fi
+# 1. Source: the sdist's vendor/llama.cpp, checked against the pinned sdist hash (lib.sh: la_llamacpp_source).
+got_src=$(la_llamacpp_source "$PY") || exit 1   # its error is already printed
+[ "$got_src" = "$SRC" ] || die "la_llamacpp_source unpacked $got_src, not $SRC"
 
 # 2. Build: CPU only (no CUDA/Metal/Vulkan/BLAS), native ISA, static, no server/tests/network code.
 have_all() { for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || return 1; done; }
