@@ -40,7 +40,21 @@ std::string read_file(const std::string& path, const char* what) {
   return ss.str();
 }
 
+// A path that exists and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written in place: renaming a
+// temporary file over it would replace the device with a regular file (as root, /dev/null itself: a stats file
+// written to /dev/null once turned the machine's /dev/null into a file that every later '> /dev/null' filled).
 void write_file_atomic(const std::string& path, const std::string& data, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) fail(what, " '", path, "': is a directory");
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) fail(what, " '", path, "': cannot open: ", std::strerror(errno));
+    bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+    const int err = errno;
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok) fail(what, " '", path, "': write failed: ", std::strerror(err));
+    return;
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(what, " '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
