@@ -59,10 +59,15 @@ double DraftController::base_s() const {
   return cost_.step_seconds(std::max(1.0, full - chunk_rows_));
 }
 
+// `rows` more rows than the plain step, priced where the step sits on the cost curve (prompt chunks included).
+double DraftController::extra_s(double rows) const {
+  const double full = other_rows_ + 1;
+  return cost_.step_seconds(full + rows) - cost_.step_seconds(full);
+}
+
 double DraftController::step_cost(int level, double nodes) const {
   const int b = model_.ladder()[level];
-  const double full = other_rows_ + 1;
-  return base_s() + cost_.step_seconds(full + nodes + s_.lookahead_nodes(b)) - cost_.step_seconds(full) + host(level);
+  return base_s() + extra_s(nodes + s_.lookahead_nodes(b)) + host(level);
 }
 
 // A context class seen before uses its own statistics (levels it never planned borrow its nearest planned level
@@ -308,9 +313,7 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   ledger_->held_s -= held_s_;
   held_s_ = 0;
   const double accepted = static_cast<double>(path_ranks_.size());
-  const double full = other_rows_ + 1;
-  const double fwd = plain_s_ + cost_.step_seconds(full + r + s_.lookahead_nodes(model_.ladder()[level_])) -
-                     cost_.step_seconds(full);
+  const double fwd = plain_s_ + extra_s(r + s_.lookahead_nodes(model_.ladder()[level_]));
   const double host_s = opt_.host_overhead ? std::max(0.0, host_seconds) : 0.0;
   ledger_->gain_s += accepted * plain_s_ / (other_tokens_ + 1) - (fwd + host_s - plain_s_);
   ledger_->paid_s += share(fwd + host_s, accepted);

@@ -186,6 +186,7 @@ class DraftController {
   bool probe_ = false;
   double other_rows_ = 0, other_tokens_ = 0, chunk_rows_ = 0;  // set_batch()
   double base_s() const;  // the coming step as a plain step without the prompt chunks' rows
+  double extra_s(double rows) const;  // what `rows` more rows add to the coming step
   DraftLedger own_ledger_;
   DraftLedger* ledger_ = &own_ledger_;
   double plain_s_ = 0;   // the coming step's forward as a plain step (no strategy: the ledger's baseline)
