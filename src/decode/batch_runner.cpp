@@ -134,16 +134,16 @@ void BatchRunner::step() {
   const int chunk_rows = rows;  // the prompt chunks' rows (DraftController::set_batch)
   // The decoding slots' last step sizes and yields: what each controller takes the rest of the step to be.
   auto decodes = [](const Slot* s) { return s && s->busy && !s->staged_prefill && !s->runner->done(); };
-  int later_rows = 0, all_tokens = 0;
+  int later_rows = 0, all_tokens = 0, deciding = 0;
   for (const auto& s : slots_)
-    if (decodes(s.get())) later_rows += s->last_rows, all_tokens += s->last_tokens;
+    if (decodes(s.get())) later_rows += s->last_rows, all_tokens += s->last_tokens, ++deciding;
   int decoding = 0;
   for (int i = 0; i < slots(); ++i) {
     Slot* s = slots_[i].get();
     if (!decodes(s)) continue;
     later_rows -= s->last_rows;  // the slots after this one, at their last sizes
     // The rest of the step: rows staged so far (prompt chunks, the earlier slots' plans) and the later slots.
-    if (s->controller) s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows);
+    if (s->controller) s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows, deciding - 1);
     s->runner->plan_step();
     const StepInput& in = s->exec->stage(s->runner->seq(), s->runner->plan());
     s->last_rows = static_cast<int>(in.tokens.size());

@@ -59,6 +59,11 @@ double DraftController::base_s() const {
   return cost_.step_seconds(std::max(1.0, full - chunk_rows_));
 }
 
+double DraftController::token_price() const {
+  const double d = other_slots_ + 1;
+  return cost_.step_seconds(d) / d;
+}
+
 // `rows` more rows than the plain step, priced where the step sits on the cost curve (prompt chunks included).
 double DraftController::extra_s(double rows) const {
   const double full = other_rows_ + 1;
@@ -195,11 +200,18 @@ double DraftController::worst_loss(int level) const {
   return step_cost(level, nodes) - step_cost(0, 0);
 }
 
-// The loss drafting may still risk: what it has gained so far, plus explore_share of all steps' time and
-// explore_credit lone plain steps.
+// The loss drafting may still risk: what it has gained so far, plus the exploration allowance (explore_share of
+// all steps' time, each step's weighed by its headroom) and explore_credit lone plain steps.
 double DraftController::room() const {
   const DraftLedger& l = *ledger_;
-  return l.gain_s - l.held_s + opt_.explore_share * l.paid_s + opt_.explore_credit * cost_.step_seconds(1);
+  return l.gain_s - l.held_s + l.allow_s + opt_.explore_credit * cost_.step_seconds(1);
+}
+
+// At the coming step's size an accepted token is worth token_price() and a one-row draft costs extra_s(1): their difference over the token's worth is the best any draft
+// could gain per row it risks (1 on a flat cost, 0 where a row costs a whole token).
+double DraftController::headroom() const {
+  const double price = token_price();
+  return price > 0 ? std::clamp(1 - extra_s(1) / price, 0.0, 1.0) : 0.0;
 }
 
 int DraftController::choose(int context) {
@@ -267,6 +279,7 @@ int DraftController::choose(int context) {
   // whichever of the equal levels scored highest.
   if (hint_ >= 0 && pick > 0 && model_.ladder()[pick] >= hint_) pick = top;
   plain_s_ = base_s();
+  price_s_ = token_price();
   level_ = pick;
   ledger_->held_s -= held_s_;  // a choose() without observe() (a cancelled step) holds nothing twice
   held_s_ = pick > 0 ? std::max(0.0, worst_loss(pick)) : 0.0;
@@ -315,14 +328,18 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   const double accepted = static_cast<double>(path_ranks_.size());
   const double fwd = plain_s_ + extra_s(r + s_.lookahead_nodes(model_.ladder()[level_]));
   const double host_s = opt_.host_overhead ? std::max(0.0, host_seconds) : 0.0;
-  ledger_->gain_s += accepted * plain_s_ / (other_tokens_ + 1) - (fwd + host_s - plain_s_);
-  ledger_->paid_s += share(fwd + host_s, accepted);
+  ledger_->gain_s += accepted * price_s_ - (fwd + host_s - plain_s_);
+  const double paid = share(fwd + host_s, accepted);
+  ledger_->paid_s += paid;
+  ledger_->allow_s += opt_.explore_share * headroom() * paid;
   settle();
 }
 
 void DraftController::observe_dormant() {
   plain_s_ = base_s();
-  ledger_->paid_s += share(plain_s_, 0);
+  const double paid = share(plain_s_, 0);
+  ledger_->paid_s += paid;
+  ledger_->allow_s += opt_.explore_share * headroom() * paid;
   ++counters_.steps;
   ++counters_.plain_steps;
   ++counters_.dormant_steps;

@@ -49,7 +49,7 @@
 // strategy's bookkeeping (matching, planning, updating its structures), and so are begin_request/end_request
 // (charge()). Dormancy: when the ledger's room runs out, the strategy sleeps: the step runner runs plain steps
 // without calling it at all (no matching, no planning, no updates; a request still begins and ends in it, so it
-// learns every output) until `explore_share` of the steps' time has refilled explore_credit plain steps of room;
+// learns every output) until the exploration allowance has refilled explore_credit plain steps of room;
 // then it wakes (catching up with the sequence in its next plan) and tries again. So even a strategy whose bookkeeping costs more than the forward (a 50 us step of a tiny
 // model against a suffix tree of a million nodes) costs plain decoding a few percent, and on a real model, where
 // drafts pay, the ledger only grows and nothing ever sleeps.
@@ -62,8 +62,16 @@
 // probe of 2 rows is 2/16 of a 16-row step, not 2 rows over the step. Prompt chunks of joining requests share the
 // step but yield no token: a draft's rows are priced where the step sits on the cost curve (with the chunks), and
 // an accepted token is worth its share of the step without them. Priced with them, a token on SmolLM2 at --batch 16
-// (52% of the rows prompt chunks) looked worth twice a row and drafting that lost 11% was booked as a 29% gain. A slot's chosen draft holds its worst loss in
+// (52% of the rows prompt chunks) looked worth twice a row and drafting that lost 11% was booked as a 29% gain.
+// Nor do the other slots' drafts set a token's worth: it is the price per token of the batched plain step of the
+// D requests decoding (cost(D) / D), not this step's cost over its tokens, which grows with the others' draft rows
+// faster than with their accepted tokens: priced so, each slot's drafts made the others' look better. A slot's chosen draft holds its worst loss in
 // the ledger until observed, so the slots planned later in the same step see the room it took.
+// Exploration follows the headroom: each step adds explore_share of its time to the allowance, times what a
+// one-row draft whose token is accepted would gain at that step size, over the token's price (1 - row / price,
+// clamped to 0..1): nearly all of it alone, a fifth where a row costs 0.8 of a token's share (a compute-bound
+// batched step), nothing where a row costs a whole token. Where the best possible draft barely pays, drafting may
+// barely lose: with the full 2% at every step size, the default lost 2-5% to batched plain decoding at --batch 16.
 //
 // Determinism: only which draft is proposed depends on timings; the verifier accepts exactly the tokens plain
 // decoding would produce (greedy) or the position-keyed samples (sampling), whatever the budget.
@@ -98,6 +106,7 @@ struct DraftLedger {
   double gain_s = 0;  // drafting's realized gain over plain steps so far (may be < 0)
   double paid_s = 0;  // all steps so far (each request's share of batched steps)
   double held_s = 0;  // worst losses of drafts chosen and not yet observed (the other slots of this step)
+  double allow_s = 0; // the exploration allowance: explore_share of each step's share, times its headroom()
   bool dormant = false;
 };
 
@@ -122,10 +131,13 @@ class DraftController {
   // pays when its expected extra tokens beat the marginal cost of its rows at that step size. (0, 0): alone.
   // `chunk_rows` of the other rows are prompt chunks (fixed work that yields no token): they set where the step
   // sits on the cost curve (what a draft's rows cost), but a token's value is its share of the step without them.
-  void set_batch(double other_rows, double other_tokens, double chunk_rows = 0) {
+  // `other_slots`: the other requests decoding in the step (default: other_tokens, one token each): a token's
+  // worth in the ledger is its share of their batched plain step (token_price()).
+  void set_batch(double other_rows, double other_tokens, double chunk_rows = 0, double other_slots = -1) {
     other_rows_ = other_rows;
     other_tokens_ = other_tokens;
     chunk_rows_ = chunk_rows;
+    other_slots_ = other_slots >= 0 ? other_slots : other_tokens;
   }
   // The slots of a batch share one ledger (`l` must outlive the controller); by default a controller has its own.
   void share_ledger(DraftLedger& l) { ledger_ = &l; }
@@ -171,6 +183,7 @@ class DraftController {
   int best_level(double room) const;   // the best-scoring level whose worst loss fits room
   double worst_loss(int level) const;  // its extra cost over a plain step if nothing is accepted
   double room() const;                 // the loss drafting may still risk (the ledger)
+  double headroom() const;             // what an accepted one-row draft gains, over the token's price (0..1)
 
   Strategy& s_;
   StepCostModel& cost_;
@@ -184,12 +197,14 @@ class DraftController {
   std::vector<uint8_t> host_seen_;
   int level_ = 0;
   bool probe_ = false;
-  double other_rows_ = 0, other_tokens_ = 0, chunk_rows_ = 0;  // set_batch()
+  double other_rows_ = 0, other_tokens_ = 0, chunk_rows_ = 0, other_slots_ = 0;  // set_batch()
+  double token_price() const;  // a token's worth: a batched plain step of the decoding requests over its tokens
   double base_s() const;  // the coming step as a plain step without the prompt chunks' rows
   double extra_s(double rows) const;  // what `rows` more rows add to the coming step
   DraftLedger own_ledger_;
   DraftLedger* ledger_ = &own_ledger_;
   double plain_s_ = 0;   // the coming step's forward as a plain step (no strategy: the ledger's baseline)
+  double price_s_ = 0;   // token_price() of the coming step
   double held_s_ = 0;    // what this controller's chosen draft holds in the ledger until observed
   double share(double step_s, double accepted) const;  // this request's share of a step's seconds
   void settle();         // after the ledger moved: sleep when its room ran out, wake when it refilled
