@@ -104,6 +104,7 @@ class CommGroup : public ReplicaGroup {
     own_slots_->begin(slot, prompt, sp, rows);
     if (static_cast<int>(slot_sync_.size()) <= slot) slot_sync_.resize(slot + 1);
     protocol::encode_slot_begin(ops_, slot, rows, slot_sync_[slot], prompt, sp);
+    ++queued_;
   }
 
   void slot_commit(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
@@ -111,11 +112,13 @@ class CommGroup : public ReplicaGroup {
     local_path(parts[0].global, path, path_);
     own_slots_->commit(slot, seq, path_);
     protocol::encode_slot_commit(ops_, slot, slot_sync_[slot], seq, path);
+    ++queued_;
   }
 
   void slot_end(int slot) override {
     own_slots_->end(slot);
     protocol::encode_slot_end(ops_, slot);
+    ++queued_;
   }
 
   void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies) override {
@@ -123,9 +126,10 @@ class CommGroup : public ReplicaGroup {
     replies.resize(work.size() * k_);
     times_ = {};
     const int32_t no = next_no(protocol::kBatch);
-    protocol::encode_batch_head(msg_, no);
+    protocol::encode_batch_head(msg_, no, queued_ + static_cast<int>(work.size()));
     msg_.insert(msg_.end(), ops_.begin(), ops_.end());
     ops_.clear();
+    queued_ = 0;
     for (const SlotWork& w : work) {
       if (w.chunk > 0) {
         protocol::encode_slot_chunk(msg_, w.slot, w.chunk);
@@ -218,7 +222,8 @@ class CommGroup : public ReplicaGroup {
   std::vector<int32_t> commit_seq_, commit_path_, path_;
   std::unique_ptr<SlotReplica> own_slots_;    // batched steps: rank 0's slots
   std::vector<protocol::SeqSync> slot_sync_;  // per slot: the sequence the workers hold
-  std::vector<int32_t> ops_;                  // BATCH ops waiting for the next round
+  std::vector<int32_t> ops_;                  // BATCH ops waiting for the next round ...
+  int queued_ = 0;                            // ... and their number
   GroupTimes times_;
 };
 

@@ -35,7 +35,8 @@ void serve_batch(protocol::Reader& rd, WorkerSlots& w, int me, int ranks, int32_
                  std::vector<int32_t>& reply) {
   using namespace protocol;
   w.rep.clear();
-  while (!rd.done()) {
+  const int ops = decode_batch_ops(rd);
+  for (int o = 0; o < ops; ++o) {
     int slot = 0;
     const int32_t op = decode_slot_op(rd, slot);
     w.grow(slot);
@@ -69,6 +70,7 @@ void serve_batch(protocol::Reader& rd, WorkerSlots& w, int me, int ranks, int32_
         break;
     }
   }
+  LA_CHECK(rd.done(), "protocol error: trailing words after the BATCH message's ops");
   const double f = w.rep.forward();
   encode_batch_reply_head(reply, no, stop, static_cast<int32_t>(std::min(f * 1e6, 2.0e9)), w.rep.items());
   for (int i = 0; i < w.rep.items(); ++i) {

@@ -240,7 +240,12 @@ void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanP
 
 // ------------------------------------------------------------------------------------------------ BATCH
 
-void encode_batch_head(std::vector<int32_t>& m, int32_t no) { encode_header(m, kBatch, no); }
+void encode_batch_head(std::vector<int32_t>& m, int32_t no, int ops) {
+  encode_header(m, kBatch, no);
+  m.push_back(ops);
+}
+
+int decode_batch_ops(Reader& rd) { return rd.count(); }  // every op has at least one word
 
 void encode_slot_commit(std::vector<int32_t>& m, int slot, SeqSync& sync, const std::vector<int32_t>& seq,
                         const std::vector<int32_t>& path) {

@@ -13,8 +13,8 @@
 //   SHUTDOWN : header                                     -> leave the worker loop
 //   REPLY    : [message number, cache length, forward tokens, forward us, stop signal, results...]
 //              (worker -> rank 0; the cache length is the worker's own, after the commit, before the forward)
-//   BATCH    : header, op...  (batched steps, --batch under LP: every rank holds every slot's cache)
-//              op = [kind, slot, ...], applied in order, up to the message's end:
+//   BATCH    : header, op count, op...  (batched steps, --batch under LP: every rank holds every slot's cache)
+//              op = [kind, slot, ...], applied in order; nothing may follow the last:
 //                COMMIT [sync(committed seq), path length, global path...]   the slot's last parts' accepted path
 //                END    []                                                    the slot's request ended
 //                BEGIN  [cache rows, sync(prompt), sampling as in BEGIN]      a request starts in the slot
@@ -94,9 +94,11 @@ bool decode_commit(Reader& rd, std::vector<int32_t>& seq, std::vector<int32_t>& 
 // a valid plan, global ids strictly increasing from 0).
 void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part);
 
-// BATCH: encode_batch_head starts the message, then ops are appended in the order the worker applies them.
-// Each slot has its own SeqSync (the sequence the workers hold for it).
-void encode_batch_head(std::vector<int32_t>& m, int32_t no);
+// BATCH: encode_batch_head starts the message with its op count, then the ops are appended in the order the
+// worker applies them. Each slot has its own SeqSync (the sequence the workers hold for it).
+void encode_batch_head(std::vector<int32_t>& m, int32_t no, int ops);
+// After decode_header: the op count (then decode_slot_op that many times, then the message must be done()).
+int decode_batch_ops(Reader& rd);
 void encode_slot_commit(std::vector<int32_t>& m, int slot, SeqSync& sync, const std::vector<int32_t>& seq,
                         const std::vector<int32_t>& path);
 void encode_slot_end(std::vector<int32_t>& m, int slot);
