@@ -3,7 +3,7 @@
 # --batch 3, every rank holding every request's cache and each step's plans split across the ranks:
 #   1. every record's ids equal a one-process --batch 1 run's, for lade and trie with fixed drafts (the partition
 #      splits their trees), suffix with adaptive drafting, and prompts fed in small chunks (--prefill-chunk 5);
-#      and 4 ranks as 2 groups of 2, each batching (--batch 2);
+#      and 4 ranks as 2 groups of 2, each batching (--batch 2); and in one process over 3 simulated replicas;
 #   2. SIGTERM mid-job (launch/mpirun.sh forwards it): status 143, valid records equal to the reference's, and
 #      --resume (the same LP batch) completes exactly the reference's records;
 #   3. SIGSTOP of the LP worker mid-job with --rank-timeout 5: rank 0 names it, non-zero exit, no hang.
@@ -38,6 +38,13 @@ for s in "lade --adaptive off" "trie --adaptive off" "suffix"; do
     ok "$s, 1 group of 2, --batch 3: every record's ids equal one process's --batch 1"
   else
     bad "$s, 1 group of 2, --batch 3: $why"
+  fi
+  # The same in one process: 3 simulated replicas (the in-process group), --batch 4.
+  if "$BIN" "${common[@]}" --simulate-ranks 3 --batch 4 --prefill-chunk 3 --output "$T/$name.sim.jsonl" >"$T/log" 2>&1 &&
+     why=$(same_records "$T/$name.ref.jsonl" "$T/$name.sim.jsonl" count=12 2>&1); then
+    ok "$s, --simulate-ranks 3, --batch 4: every record's ids equal --batch 1"
+  else
+    bad "$s, --simulate-ranks 3, --batch 4: ${why:-the run failed}"; tail -n 5 "$T/log" | sed 's/^/    /'
   fi
 done
 
