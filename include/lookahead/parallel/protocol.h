@@ -19,7 +19,7 @@
 //                END    []                                                    the slot's request ended
 //                BEGIN  [cache rows, sync(prompt), sampling as in BEGIN]      a request starts in the slot
 //                CHUNK  [tokens]                   a prompt chunk of the slot (every rank runs it)
-//                PART   [sync(seq), K, n, n x part]   the slot's plan parts (one per worker over MPI... or all)
+//                PART   [sync(seq), K, n, n x part]   the slot's plan parts (every worker gets parts 1..K-1)
 //              -> every worker: the ops, then ONE forward over every CHUNK and PART item, then BATCH REPLY
 //   BATCH REPLY : [message number, stop signal, forward us, items, per item: slot, cache length, forward tokens,
 //                  result count, results...]   (items in the message's CHUNK / PART order; no results for a chunk)
