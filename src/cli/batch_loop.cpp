@@ -42,7 +42,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
   Progress progress(in.prompts.size(), res.already, o.job.progress_interval, !o.quiet && o.from_file(), in.tag);
   if (o.job.rss_every > 0) std::cerr << memory_line(in.tag, 0, strategy.counters()) + "\n";
   const ModelConfig& cfg = model.config();
-  BatchRunner br(model, strategy, cfg, setup.opt, setup.cost, setup.make_controller);
+  BatchRunner br(model, strategy, cfg, setup.opt, setup.cost, setup.make_controller, setup.replicas);
   std::vector<Clock::time_point> started(br.slots());
   std::vector<int> max_new_of(br.slots(), 0);
   const auto t_job = Clock::now();

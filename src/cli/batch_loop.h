@@ -23,6 +23,7 @@ struct BatchSetup {
   BatchOptions opt;
   StepCostModel* cost = nullptr;  // adaptive drafting's cost model, or null
   std::function<std::unique_ptr<DraftController>(Strategy&)> make_controller;  // null: fixed drafts
+  SlotExecutor* replicas = nullptr;  // lookahead parallelism: the slots over its replica group (null: here)
 };
 
 LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strategy& strategy,

@@ -54,17 +54,16 @@ int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
   return int64_t(c.layers) * 2 * c.kv_heads * c.head_dim * wtype_size(parse_dtype_name(dtype));
 }
 
-// --batch: 1 for a single --prompt and under lookahead parallelism (refused when asked for explicitly), the
-// number given, or auto: the throughput choice over a plain calibration of the forward (batch_loop.h), for this
-// group's share of the prompts left.
+// --batch: 1 for a single --prompt, the number given, 1 under lookahead parallelism unless given (ranks or
+// --simulate-ranks: the batch's slots then live on every replica, each step's plans split across them), or auto:
+// the throughput choice over a plain calibration of the forward (batch_loop.h), for this group's share of the
+// prompts left.
 int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptRecord>& prompts,
                   const std::vector<char>& skip, StepModel& model, const Ranks& r,
                   std::optional<ForwardCostModel>& calibrated) {
-  if (o.has_prompt || o.simulate_ranks > 0) return 1;  // one stream, or the LP simulation (one request per step)
-  LA_CHECK(ranks == 1 || o.batch_size <= 1, "--batch ", o.batch_size, " with lookahead parallelism over ", ranks,
-           " ranks is not supported: each step's plan is split across the ranks; use --batch 1");
-  if (ranks > 1) return 1;
+  if (o.has_prompt) return 1;  // one stream
   if (o.batch_size > 0) return o.batch_size;
+  if (ranks > 1 || o.simulate_ranks > 0) return 1;  // auto under LP: not modelled, one request per step
   int left = 0;
   int64_t rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i)
@@ -172,6 +171,7 @@ int cmd_generate(int argc, char** argv) {
       bs.cost = adaptive.cost.get();
       if (adaptive.cost)
         bs.make_controller = [&adaptive](Strategy& s) { return std::make_unique<DraftController>(s, *adaptive.cost); };
+      bs.replicas = exec.par.get();  // lookahead parallelism: the slots live on every replica
       loop = run_batched_requests(in, *m.model, *strategy, bs, src, &bcount);
     } else {
       loop = run_requests(in, gen, *strategy, src);

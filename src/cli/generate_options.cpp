@@ -64,7 +64,9 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
        "of a K-device step (launch/strong-scaling.sh measures it)")
       ("batch", po::value(&o.batch)->default_value("auto"),
        "--input: requests in flight, every step one forward over all of them (continuous batching); each "
-       "request's tokens are those of decoding it alone. auto: from the measured step costs (printed at start); "
+       "request's tokens are those of decoding it alone. Under lookahead parallelism (a group of K > 1 ranks or "
+       "--simulate-ranks K) every rank holds every request's cache and each step's plans are split across the "
+       "ranks. auto: from the measured step costs (printed at start; 1 under lookahead parallelism); "
        "1: one request at a time")
       ("prefill-chunk", po::value(&o.prefill_chunk)->default_value(256),
        "--batch: prompt tokens a joining request feeds per step, between the other requests' decode steps")

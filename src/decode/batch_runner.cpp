@@ -6,27 +6,55 @@
 #include "lookahead/util/error.h"
 
 namespace la {
+namespace {
+
+// A slot's StepRunner executor when the slots live on a replica group: the runner commits and ends through it;
+// its steps run in phases (plan_step, the batch's round, finish_step), never through begin / run.
+class GroupSlot : public StepExecutor {
+ public:
+  GroupSlot(SlotExecutor& x, int slot) : x_(x), slot_(slot) {}
+  void begin(const std::vector<int32_t>&, const SampleParams&) override {
+    fail("batch slot ", slot_, ": begin through the batch runner");
+  }
+  void run(const std::vector<int32_t>&, const StepPlan&, std::vector<int32_t>&) override {
+    fail("batch slot ", slot_, ": steps run through the batch runner");
+  }
+  void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override {
+    x_.commit_slot(slot_, seq, path);
+  }
+  void end() override { x_.end_slot(slot_); }
+
+ private:
+  SlotExecutor& x_;
+  int slot_;
+};
+
+}  // namespace
 
 struct BatchRunner::Slot {
   std::unique_ptr<StepModel> own_model;  // a fork (slots > 0)
   StepModel* model = nullptr;
   std::unique_ptr<Strategy> own_strategy;  // a spawn (slots > 0)
   Strategy* strategy = nullptr;
-  std::unique_ptr<LocalExecutor> exec;
+  std::unique_ptr<LocalExecutor> exec;   // slots in this process
+  std::unique_ptr<GroupSlot> group;      // slots on a replica group (lookahead parallelism)
   std::unique_ptr<DraftController> controller;
   std::unique_ptr<StepRunner> runner;
   int64_t tag = -1;
   bool busy = false;
   bool prefill = false;   // prompt tokens are still being fed
   bool staged_prefill = false;
+  int staged_rows = 0;    // rows of its item in the current step
   int64_t rows = 0;       // reserved cache rows
   int last_rows = 1;      // rows of its last decode step (the next one's estimate for the other slots)
   int last_tokens = 1;    // tokens its last decode step yielded
 };
 
 BatchRunner::BatchRunner(StepModel& model, Strategy& strategy, const ModelConfig& cfg, const BatchOptions& opt,
-                         StepCostModel* cost, std::function<std::unique_ptr<DraftController>(Strategy&)> make)
-    : model_(model), strategy_(strategy), cfg_(cfg), opt_(opt), cost_(cost), make_controller_(std::move(make)) {
+                         StepCostModel* cost, std::function<std::unique_ptr<DraftController>(Strategy&)> make,
+                         SlotExecutor* replicas)
+    : model_(model), strategy_(strategy), cfg_(cfg), opt_(opt), cost_(cost), make_controller_(std::move(make)),
+      replicas_(replicas) {
   LA_CHECK(opt_.slots >= 1, "--batch must be >= 1 (got ", opt_.slots, ")");
   LA_CHECK(opt_.prefill_chunk >= 1, "--prefill-chunk must be >= 1 (got ", opt_.prefill_chunk, ")");
   const int top = std::max(0, strategy.max_draft_budget());
@@ -48,16 +76,25 @@ BatchRunner::Slot& BatchRunner::open_slot(int i) {
     s->model = &model_;
     s->strategy = &strategy_;
   } else {
-    s->own_model = model_.fork();
-    LA_CHECK(s->own_model != nullptr, "--batch ", opt_.slots, ": this model cannot be replicated (fork)");
-    s->model = s->own_model.get();
+    if (!replicas_) {  // on a replica group every replica makes its own slot caches
+      s->own_model = model_.fork();
+      LA_CHECK(s->own_model != nullptr, "--batch ", opt_.slots, ": this model cannot be replicated (fork)");
+      s->model = s->own_model.get();
+    }
     s->own_strategy = strategy_.spawn(i);
     LA_CHECK(s->own_strategy != nullptr, "--batch ", opt_.slots, ": strategy ", strategy_.name(),
              " cannot serve a batch");
     s->strategy = s->own_strategy.get();
   }
-  s->exec = std::make_unique<LocalExecutor>(*s->model);
-  s->runner = std::make_unique<StepRunner>(*s->exec, *s->strategy, cfg_);
+  StepExecutor* ex = nullptr;
+  if (replicas_) {
+    s->group = std::make_unique<GroupSlot>(*replicas_, i);
+    ex = s->group.get();
+  } else {
+    s->exec = std::make_unique<LocalExecutor>(*s->model);
+    ex = s->exec.get();
+  }
+  s->runner = std::make_unique<StepRunner>(*ex, *s->strategy, cfg_);
   if (make_controller_) {
     s->controller = make_controller_(*s->strategy);
     if (s->controller) s->controller->share_ledger(ledger_);
@@ -93,10 +130,14 @@ int BatchRunner::add(int64_t tag, const std::vector<int32_t>& prompt, const Samp
   reserved_ += s.rows;
   ++active_;
   counters_.max_active = std::max<int64_t>(counters_.max_active, active_);
-  s.exec->begin_deferred(prompt, sp);
-  s.model->reserve_cache(static_cast<int>(s.rows));
+  if (replicas_) {
+    replicas_->begin_slot(i, prompt, sp, static_cast<int>(s.rows));
+  } else {
+    s.exec->begin_deferred(prompt, sp);
+    s.model->reserve_cache(static_cast<int>(s.rows));
+  }
   s.runner->begin_state(prompt, limits);
-  s.prefill = s.exec->prefill_left(s.runner->seq()) > 0;
+  s.prefill = (replicas_ ? replicas_->prefill_left(i, s.runner->seq()) : s.exec->prefill_left(s.runner->seq())) > 0;
   s.last_rows = 1;
   s.last_tokens = 1;
   return i;
@@ -113,23 +154,36 @@ void BatchRunner::release(int slot) {
   --active_;
 }
 
+// A slot's prompt chunk / plan into the step (here: its executor's input among the forward's items; on a replica
+// group: staged there). Returns its rows.
+int BatchRunner::stage_chunk(Slot& s, int i) {
+  if (replicas_) return replicas_->stage_chunk(i, s.runner->seq(), opt_.prefill_chunk);
+  const StepInput& in = s.exec->stage_prefill(s.runner->seq(), opt_.prefill_chunk);
+  items_.push_back(BatchItem{s.model, &in, &s.exec->sample_params(), &s.exec->forward_out()});
+  return static_cast<int>(in.tokens.size());
+}
+
+int BatchRunner::stage_plan(Slot& s, int i) {
+  if (replicas_) return replicas_->stage_plan(i, s.runner->seq(), s.runner->plan());
+  const StepInput& in = s.exec->stage(s.runner->seq(), s.runner->plan());
+  items_.push_back(BatchItem{s.model, &in, &s.exec->sample_params(), &s.exec->forward_out()});
+  return static_cast<int>(in.tokens.size());
+}
+
 void BatchRunner::step() {
   finished_.clear();
   items_.clear();
   staged_.clear();
   int rows = 0;
-  auto stage = [&](int i, const StepInput& in) {
-    Slot& s = *slots_[i];
-    items_.push_back(BatchItem{s.model, &in, &s.exec->sample_params(), &s.exec->forward_out()});
-    staged_.push_back(i);
-    rows += static_cast<int>(in.tokens.size());
-  };
   // Prompt chunks first: they are fixed, the decoding slots' budgets are chosen knowing them.
   for (int i = 0; i < slots(); ++i) {
     Slot* s = slots_[i].get();
     if (!s || !s->busy) continue;
     s->staged_prefill = s->prefill;
-    if (s->prefill) stage(i, s->exec->stage_prefill(s->runner->seq(), opt_.prefill_chunk));
+    if (!s->prefill) continue;
+    s->staged_rows = stage_chunk(*s, i);
+    rows += s->staged_rows;
+    staged_.push_back(i);
   }
   const int chunk_rows = rows;  // the prompt chunks' rows (DraftController::set_batch)
   // The decoding slots' last step sizes and yields: what each controller takes the rest of the step to be.
@@ -145,30 +199,36 @@ void BatchRunner::step() {
     // The rest of the step: rows staged so far (prompt chunks, the earlier slots' plans) and the later slots.
     if (s->controller) s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows, deciding - 1);
     s->runner->plan_step();
-    const StepInput& in = s->exec->stage(s->runner->seq(), s->runner->plan());
-    s->last_rows = static_cast<int>(in.tokens.size());
+    s->last_rows = s->staged_rows = stage_plan(*s, i);
     counters_.draft_rows += s->runner->plan().size() - 1;
-    stage(i, in);
+    rows += s->staged_rows;
+    staged_.push_back(i);
     ++decoding;
   }
-  LA_CHECK(!items_.empty(), "batch: a step with no request in flight");
+  LA_CHECK(!staged_.empty(), "batch: a step with no request in flight");
   const double t0 = cost_ ? cost_->now() : 0.0;
-  model_.forward_batch(items_.data(), static_cast<int>(items_.size()));
+  if (replicas_) replicas_->run_staged();
+  else model_.forward_batch(items_.data(), static_cast<int>(items_.size()));
   if (cost_) cost_->observe_forward(rows, cost_->now() - t0);
   ++counters_.steps;
   counters_.rows += rows;
   counters_.slot_steps += decoding;
-  for (size_t k = 0; k < staged_.size(); ++k) {
-    Slot& s = *slots_[staged_[k]];
+  for (int i : staged_) {
+    Slot& s = *slots_[i];
     if (s.staged_prefill) {
-      counters_.prefill_rows += static_cast<int64_t>(items_[k].in->tokens.size());
-      s.exec->commit_prefill();
-      s.prefill = s.exec->prefill_left(s.runner->seq()) > 0;
+      counters_.prefill_rows += s.staged_rows;
+      if (replicas_) {
+        s.prefill = replicas_->prefill_left(i, s.runner->seq()) > 0;
+      } else {
+        s.exec->commit_prefill();
+        s.prefill = s.exec->prefill_left(s.runner->seq()) > 0;
+      }
       continue;
     }
-    s.exec->collect(s.exec->forward_out(), s.runner->results_buffer());
+    if (replicas_) replicas_->collect_slot(i, s.runner->results_buffer());
+    else s.exec->collect(s.exec->forward_out(), s.runner->results_buffer());
     s.last_tokens = s.runner->finish_step();
-    if (s.runner->done()) finished_.push_back(staged_[k]);
+    if (s.runner->done()) finished_.push_back(i);
   }
   counters_.draft_gain_s = ledger_.gain_s;
   counters_.draft_paid_s = ledger_.paid_s;

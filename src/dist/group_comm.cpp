@@ -1,6 +1,8 @@
 // The comm group (replica_group.h): replica r is rank r of an MPI job. Rank 0 runs replica 0 here; the workers
 // (worker.cpp) decode the messages built here (protocol.h). The commit of step t travels with the RUN of step t+1
-// (one message out and one reply per worker and step); rank 0 commits its own replica at once.
+// (one message out and one reply per worker and step); rank 0 commits its own replica at once. Batched steps the
+// same way: a slot's begin, commit and end are queued as BATCH ops and go out in front of the next round's chunks
+// and parts (one BATCH message out and one reply per worker and round); rank 0's own slots apply them at once.
 #include <algorithm>
 #include <chrono>
 
@@ -96,6 +98,89 @@ class CommGroup : public ReplicaGroup {
     have_commit_ = false;
   }
 
+  // ---- Batched steps.
+  void slot_begin(int slot, const std::vector<int32_t>& prompt, const SampleParams& sp, int rows) override {
+    if (!own_slots_) own_slots_ = std::make_unique<SlotReplica>(local_.model());
+    own_slots_->begin(slot, prompt, sp, rows);
+    if (static_cast<int>(slot_sync_.size()) <= slot) slot_sync_.resize(slot + 1);
+    protocol::encode_slot_begin(ops_, slot, rows, slot_sync_[slot], prompt, sp);
+    ++queued_;
+  }
+
+  void slot_commit(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
+                   const std::vector<PlanPart>& parts) override {
+    local_path(parts[0].global, path, path_);
+    own_slots_->commit(slot, seq, path_);
+    protocol::encode_slot_commit(ops_, slot, slot_sync_[slot], seq, path);
+    ++queued_;
+  }
+
+  void slot_end(int slot) override {
+    own_slots_->end(slot);
+    protocol::encode_slot_end(ops_, slot);
+    ++queued_;
+  }
+
+  void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies) override {
+    LA_CHECK(own_slots_ != nullptr, "comm group: a batched step before any slot began");
+    replies.resize(work.size() * k_);
+    times_ = {};
+    const int32_t no = next_no(protocol::kBatch);
+    protocol::encode_batch_head(msg_, no, queued_ + static_cast<int>(work.size()));
+    msg_.insert(msg_.end(), ops_.begin(), ops_.end());
+    ops_.clear();
+    queued_ = 0;
+    for (const SlotWork& w : work) {
+      if (w.chunk > 0) {
+        protocol::encode_slot_chunk(msg_, w.slot, w.chunk);
+        continue;
+      }
+      protocol::encode_slot_parts(msg_, w.slot, slot_sync_[w.slot], *w.seq, k_, k_ - 1);
+      for (int r = 1; r < k_; ++r) protocol::encode_part(msg_, r, (*w.parts)[r]);
+    }
+    const auto tb = Clock::now();
+    send_all();  // every worker gets every part: a batch's parts are small next to the forward
+    times_.send_s = seconds_since(tb);
+
+    SlotReplica& own = *own_slots_;
+    own.clear();
+    for (const SlotWork& w : work) {
+      if (w.chunk > 0) own.stage_chunk(w.slot, *w.seq, w.chunk);
+      else own.stage_part(w.slot, *w.seq, (*w.parts)[0].plan);
+    }
+    const double f = own.forward();
+    for (size_t i = 0; i < work.size(); ++i) {
+      SlotReplica::Item& it = own.item(static_cast<int>(i));
+      PartReply& rep = replies[i * k_];
+      rep.cache_len = it.cache_len;
+      rep.step_tokens = it.step_tokens;
+      rep.forward_s = f;
+      rep.stop_signal = 0;
+      rep.results.swap(it.results);
+    }
+
+    const auto tg = Clock::now();
+    auto gathered = comm_.gather({}, opt_.rank_timeout_s);
+    times_.gather_wait_s = seconds_since(tg);
+    for (int r = 1; r < k_; ++r) {
+      protocol::Reader rd(gathered[r]);
+      int32_t stop = 0, us = 0;
+      protocol::decode_batch_reply_head(rd, r, no, static_cast<int>(work.size()), stop, us);
+      protocol::BatchItemReply h;
+      for (size_t i = 0; i < work.size(); ++i) {
+        const SlotWork& w = work[i];
+        PartReply& rep = replies[i * k_ + r];
+        protocol::decode_batch_reply_item(rd, r, w.slot, w.chunk > 0 ? 0 : (*w.parts)[r].plan.size(), h,
+                                          rep.results);
+        rep.cache_len = h.cache_len;
+        rep.step_tokens = h.step_tokens;
+        rep.forward_s = us * 1e-6;
+        rep.stop_signal = stop;
+      }
+      LA_CHECK(rd.done(), "protocol error: rank ", r, " replied trailing words after its items");
+    }
+  }
+
   void shutdown() override {
     if (shut_) return;
     protocol::encode_header(msg_, protocol::kShutdown, next_no(protocol::kShutdown));
@@ -135,6 +220,10 @@ class CommGroup : public ReplicaGroup {
   bool shut_ = false;
   bool have_commit_ = false;  // a commit waiting to go out with the next RUN
   std::vector<int32_t> commit_seq_, commit_path_, path_;
+  std::unique_ptr<SlotReplica> own_slots_;    // batched steps: rank 0's slots
+  std::vector<protocol::SeqSync> slot_sync_;  // per slot: the sequence the workers hold
+  std::vector<int32_t> ops_;                  // BATCH ops waiting for the next round ...
+  int queued_ = 0;                            // ... and their number
   GroupTimes times_;
 };
 

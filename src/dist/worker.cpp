@@ -1,14 +1,85 @@
-// The worker loop (worker.h): decode rank 0's command, apply it to this rank's replica, reply to RUN.
+// The worker loop (worker.h): decode rank 0's command, apply it to this rank's replica, reply to RUN and BATCH.
 #include "lookahead/dist/worker.h"
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "lookahead/parallel/protocol.h"
+#include "lookahead/parallel/slot_replica.h"
 #include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
 
 namespace la {
+namespace {
+
+// A worker's batch slots (BATCH messages): its SlotReplica plus, per slot, the sequence rank 0 synced and the
+// part it ran last (for the commit that arrives with the next message).
+struct WorkerSlots {
+  explicit WorkerSlots(StepModel& model) : rep(model) {}
+  SlotReplica rep;
+  std::vector<std::vector<int32_t>> seq;
+  std::vector<PlanPart> part;
+  std::vector<char> has_part;
+  std::vector<int32_t> path, local_p;
+  void grow(int slot) {
+    if (static_cast<int>(seq.size()) > slot) return;
+    seq.resize(slot + 1);
+    part.resize(slot + 1);
+    has_part.resize(slot + 1, 0);
+  }
+};
+
+// Applies one BATCH message's ops, runs its items in one forward and encodes the reply.
+void serve_batch(protocol::Reader& rd, WorkerSlots& w, int me, int ranks, int32_t no, int32_t stop,
+                 std::vector<int32_t>& reply) {
+  using namespace protocol;
+  w.rep.clear();
+  const int ops = decode_batch_ops(rd);
+  for (int o = 0; o < ops; ++o) {
+    int slot = 0;
+    const int32_t op = decode_slot_op(rd, slot);
+    w.grow(slot);
+    std::vector<int32_t>& seq = w.seq[slot];
+    switch (op) {
+      case kOpCommit:
+        decode_slot_commit(rd, seq, w.path);
+        LA_CHECK(w.has_part[slot], "protocol error: slot ", slot, " commit without a run");
+        local_path(w.part[slot].global, w.path, w.local_p);
+        w.rep.commit(slot, seq, w.local_p);
+        w.has_part[slot] = 0;
+        break;
+      case kOpEnd:
+        w.rep.end(slot);
+        w.has_part[slot] = 0;
+        break;
+      case kOpBegin: {
+        int rows = 0;
+        const SampleParams sp = decode_slot_begin(rd, seq, rows);
+        w.rep.begin(slot, seq, sp, rows);
+        w.has_part[slot] = 0;
+        break;
+      }
+      case kOpChunk:
+        w.rep.stage_chunk(slot, seq, decode_slot_chunk(rd));
+        break;
+      case kOpPart:
+        decode_slot_part(rd, seq, me, ranks, w.part[slot]);
+        w.rep.stage_part(slot, seq, w.part[slot].plan);
+        w.has_part[slot] = 1;
+        break;
+    }
+  }
+  LA_CHECK(rd.done(), "protocol error: trailing words after the BATCH message's ops");
+  const double f = w.rep.forward();
+  encode_batch_reply_head(reply, no, stop, static_cast<int32_t>(std::min(f * 1e6, 2.0e9)), w.rep.items());
+  for (int i = 0; i < w.rep.items(); ++i) {
+    const SlotReplica::Item& it = w.rep.item(i);
+    encode_batch_reply_item(reply, it.slot, it.cache_len, it.step_tokens, it.results);
+  }
+}
+
+}  // namespace
 
 void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
   using namespace protocol;
@@ -16,6 +87,7 @@ void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
   LA_CHECK(me != 0, "run_worker runs on ranks > 0; rank 0 drives the executor");
   std::vector<int32_t> seq, msg, path, local_p, results, reply;
   PlanPart part;
+  std::unique_ptr<WorkerSlots> slots;  // batched steps (made at the first BATCH)
   int32_t expect_no = 0;
   bool have_part = false;
   const bool per_rank = comm.backend() != "nccl";
@@ -56,6 +128,13 @@ void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
         local.end();
         have_part = false;
         break;
+      case kBatch: {
+        if (!slots) slots = std::make_unique<WorkerSlots>(local.model());
+        const int32_t stop = opt.stop_signal ? opt.stop_signal->load(std::memory_order_relaxed) : 0;
+        serve_batch(rd, *slots, me, comm.size(), no, stop, reply);
+        comm.gather(reply, 0);
+        break;
+      }
       case kShutdown:
         return;
     }

@@ -10,8 +10,19 @@
 #include "lookahead/util/error.h"
 
 namespace la {
-namespace {
-}  // namespace
+
+// A group without batched steps says so (every group in this repository has them).
+void ReplicaGroup::slot_begin(int, const std::vector<int32_t>&, const SampleParams&, int) {
+  fail(backend(), " replica group: no batched steps");
+}
+void ReplicaGroup::slot_commit(int, const std::vector<int32_t>&, const std::vector<int32_t>&,
+                               const std::vector<PlanPart>&) {
+  fail(backend(), " replica group: no batched steps");
+}
+void ReplicaGroup::slot_end(int) { fail(backend(), " replica group: no batched steps"); }
+void ReplicaGroup::run_slots(const std::vector<SlotWork>&, std::vector<PartReply>&) {
+  fail(backend(), " replica group: no batched steps");
+}
 
 InProcessGroup::InProcessGroup(std::vector<StepModel*> models) {
   LA_CHECK(!models.empty(), "simulation: rank count must be >= 1 (got 0)");
@@ -86,6 +97,54 @@ void InProcessGroup::commit(const std::vector<int32_t>& seq, const std::vector<i
 
 void InProcessGroup::end() {
   for (auto& e : ex_) e->end();
+}
+
+// ---- Batched steps: replica r's slots are a SlotReplica over replica r's model.
+
+void InProcessGroup::slot_begin(int slot, const std::vector<int32_t>& prompt, const SampleParams& sp, int rows) {
+  if (slot_reps_.empty())
+    for (auto& e : ex_) slot_reps_.push_back(std::make_unique<SlotReplica>(e->model()));
+  for (auto& rep : slot_reps_) rep->begin(slot, prompt, sp, rows);
+}
+
+void InProcessGroup::slot_commit(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
+                                 const std::vector<PlanPart>& parts) {
+  for (size_t r = 0; r < slot_reps_.size(); ++r) {
+    local_path(parts[r].global, path, path_);
+    slot_reps_[r]->commit(slot, seq, path_);
+  }
+}
+
+void InProcessGroup::slot_end(int slot) {
+  for (auto& rep : slot_reps_) rep->end(slot);
+}
+
+void InProcessGroup::run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies) {
+  const int k = size();
+  LA_CHECK(static_cast<int>(slot_reps_.size()) == k, "in-process group: a batched step before any slot began");
+  replies.resize(work.size() * k);
+  double sum = 0, mx = 0;
+  for (int r = 0; r < k; ++r) {
+    SlotReplica& rep = *slot_reps_[r];
+    rep.clear();
+    for (const SlotWork& w : work) {
+      if (w.chunk > 0) rep.stage_chunk(w.slot, *w.seq, w.chunk);
+      else rep.stage_part(w.slot, *w.seq, (*w.parts)[r].plan);
+    }
+    const double f = rep.forward();
+    for (size_t i = 0; i < work.size(); ++i) {
+      SlotReplica::Item& it = rep.item(static_cast<int>(i));
+      PartReply& out = replies[i * k + r];
+      out.cache_len = it.cache_len;
+      out.step_tokens = it.step_tokens;
+      out.forward_s = f;
+      out.stop_signal = 0;
+      out.results.swap(it.results);  // buffers trade places: no copy, no allocation once both have grown
+    }
+    sum += f;
+    mx = std::max(mx, f);
+  }
+  account(sum, mx);
 }
 
 

@@ -163,6 +163,153 @@ void ParallelExecutor::observe_cost(StepCostModel& cost, double run_seconds) con
   if (k_ > 1 && !group_.in_process()) cost.observe_latency(std::max(0.0, last_wall_s_ - last_max_forward_s_));
 }
 
+// ---- Batched steps: per slot what run / commit do for one request, all slots in one group round.
+
+ParallelExecutor::SlotState& ParallelExecutor::slot_state(int slot, const char* what) {
+  LA_CHECK(slot >= 0 && slot < static_cast<int>(slots_.size()) && slots_[slot].busy, "parallel executor: ", what,
+           " for slot ", slot, ", which holds no request");
+  return slots_[slot];
+}
+
+void ParallelExecutor::begin_slot(int slot, const std::vector<int32_t>& prompt, const SampleParams& sp, int rows) {
+  LA_CHECK(!shut_, "parallel executor: begin after shutdown");
+  LA_CHECK(!prompt.empty(), "empty prompt (no tokens, not even BOS)");
+  LA_CHECK(slot >= 0 && slot < SlotReplica::kMaxSlots, "parallel executor: slot ", slot, " out of range");
+  if (static_cast<int>(slots_.size()) <= slot) slots_.resize(slot + 1);
+  SlotState& s = slots_[slot];
+  LA_CHECK(!s.busy, "parallel executor: slot ", slot, " already holds a request");
+  group_.slot_begin(slot, prompt, sp, rows);
+  s.busy = true;
+  s.cache_len.assign(k_, 0);  // the prompt is fed by chunks or as the first step's pending chain
+  s.have_run = false;
+  s.chunk = 0;
+  s.steps = 0;
+  s.request = static_cast<int64_t>(++counters_.requests);
+}
+
+int ParallelExecutor::prefill_left(int slot, const std::vector<int32_t>& seq) const {
+  const SlotState& s = const_cast<ParallelExecutor*>(this)->slot_state(slot, "prefill_left");
+  return std::max(0, static_cast<int>(seq.size()) - 1 - s.cache_len[0]);  // chunks reach every replica alike
+}
+
+int ParallelExecutor::stage_chunk(int slot, const std::vector<int32_t>& seq, int max_tokens) {
+  SlotState& s = slot_state(slot, "a prompt chunk");
+  const int c = std::min(max_tokens, prefill_left(slot, seq));
+  LA_CHECK(c > 0, "parallel executor: slot ", slot, " has no prompt tokens left to prefill");
+  s.chunk = c;
+  work_.push_back(SlotWork{slot, &seq, c, nullptr});
+  return c;
+}
+
+int ParallelExecutor::stage_plan(int slot, const std::vector<int32_t>& seq, const StepPlan& plan) {
+  SlotState& s = slot_state(slot, "a plan");
+  LA_CHECK(!seq.empty() && !plan.tokens.empty() && plan.tokens[0] == seq.back(),
+           "executor: plan root is not the last token");
+  const int S = static_cast<int>(seq.size());
+  for (int r = 0; r < k_; ++r) base_[r] = std::max(0, S - 1 - s.cache_len[r]);
+  partitioner_.split(plan, k_, base_, s.parts);
+  s.plan_nodes = plan.size();
+  s.seq_size = S;
+  s.chunk = 0;
+  work_.push_back(SlotWork{slot, &seq, 0, &s.parts});
+  int rows = 0;
+  for (int r = 0; r < k_; ++r) rows = std::max(rows, base_[r] + s.parts[r].plan.size());
+  return rows;
+}
+
+void ParallelExecutor::run_staged() {
+  const auto t0 = Clock::now();
+  LA_CHECK(!work_.empty(), "parallel executor: a batched step with nothing staged");
+  group_.run_slots(work_, slot_replies_);
+  LA_CHECK(slot_replies_.size() == work_.size() * k_, "parallel executor: ", slot_replies_.size(), " replies for ",
+           work_.size(), " items on ", k_, " ranks");
+  const GroupTimes gt = group_.last_times();
+  double mx = 0, sum = 0;
+  int max_tokens = 0, plan_tokens = 0;
+  for (int r = 0; r < k_; ++r) {
+    const PartReply& rep = slot_replies_[r];  // every item of a replica carries its forward and signal
+    sum += rep.forward_s;
+    mx = std::max(mx, rep.forward_s);
+    if (rep.stop_signal != 0 && opt_.on_worker_stop) opt_.on_worker_stop(rep.stop_signal, r);
+    int tokens = 0;
+    for (size_t i = 0; i < work_.size(); ++i) tokens += slot_replies_[i * k_ + r].step_tokens;
+    counters_.step_tokens += tokens;
+    max_tokens = std::max(max_tokens, tokens);
+  }
+  for (size_t i = 0; i < work_.size(); ++i) {
+    merge_slot(work_[i], i);
+    if (work_[i].chunk == 0) plan_tokens += slots_[work_[i].slot].plan_nodes;
+  }
+  work_.clear();
+  ++counters_.steps;
+  counters_.forward_seconds += sum;
+  counters_.forward_seconds_rank0 += slot_replies_[0].forward_s;
+  counters_.max_forward_seconds += mx;
+  counters_.modelled_step_seconds += mx + (k_ > 1 ? opt_.collective_latency_s : 0.0);
+  counters_.broadcast_seconds += gt.send_s;
+  counters_.gather_wait_seconds += gt.gather_wait_s;
+  const double wall = since(t0);
+  counters_.run_seconds += wall;
+  last_plan_tokens_ = plan_tokens;
+  last_max_part_tokens_ = max_tokens;
+  last_wall_s_ = wall;
+  last_max_forward_s_ = mx;
+}
+
+// Item i of the last round: every replica's cache length checked, then a chunk advances them all and a plan's
+// parts are merged (a disagreement ends the run, as in run()).
+void ParallelExecutor::merge_slot(const SlotWork& w, size_t i) {
+  SlotState& s = slots_[w.slot];
+  for (int r = 0; r < k_; ++r) {
+    const PartReply& rep = slot_replies_[i * k_ + r];
+    LA_CHECK(rep.cache_len == s.cache_len[r], "rank ", r, " is out of step in batch slot ", w.slot, " at step ",
+             s.steps + 1, " of request ", s.request, ": its cache holds ", rep.cache_len,
+             " tokens, rank 0 partitioned for ", s.cache_len[r]);
+  }
+  if (w.chunk > 0) {
+    for (int r = 0; r < k_; ++r) s.cache_len[r] += w.chunk;
+    return;
+  }
+  ++s.steps;
+  for (int r = 0; r < k_; ++r) {
+    per_[r].swap(slot_replies_[i * k_ + r].results);
+    counters_.part_nodes += s.parts[r].plan.size();
+  }
+  MergeConflict c;
+  const bool ok = merge_part_results(s.plan_nodes, s.parts, per_, s.merged, owner_, &c);
+  for (int r = 0; r < k_; ++r) per_[r].swap(slot_replies_[i * k_ + r].results);
+  LA_CHECK(ok, "ranks disagree in batch slot ", w.slot, " at step ", s.steps, " of request ", s.request, ": rank ",
+           c.part, " computed token ", c.got, " for plan node ", c.node, " where rank ", c.other, " computed ",
+           c.kept, " (replicas must give identical results: different hardware, kernels or a corrupted replica?)");
+  counters_.plan_nodes += s.plan_nodes;
+  s.have_run = true;
+}
+
+void ParallelExecutor::collect_slot(int slot, std::vector<int32_t>& results) {
+  SlotState& s = slot_state(slot, "results");
+  LA_CHECK(s.have_run, "parallel executor: results of slot ", slot, " without a run");
+  results.assign(s.merged.begin(), s.merged.end());
+}
+
+void ParallelExecutor::commit_slot(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path) {
+  SlotState& s = slot_state(slot, "a commit");
+  LA_CHECK(s.have_run, "parallel executor: commit of slot ", slot, " without a run");
+  group_.slot_commit(slot, seq, path, s.parts);
+  const int target = static_cast<int>(seq.size()) - 1;
+  for (int r = 0; r < k_; ++r) {
+    const int held = std::max(local_path_length(s.parts[r].global, path), 1);
+    s.cache_len[r] = std::min(target, s.seq_size + held - 1);
+  }
+  s.have_run = false;
+}
+
+void ParallelExecutor::end_slot(int slot) {
+  SlotState& s = slot_state(slot, "an end");
+  group_.slot_end(slot);
+  s.busy = false;
+  s.have_run = false;
+}
+
 void ParallelExecutor::shutdown() {
   if (shut_) return;
   shut_ = true;

@@ -34,6 +34,7 @@ const char* cmd_name(int32_t c) {
     case kRun: return "RUN";
     case kEnd: return "END";
     case kShutdown: return "SHUTDOWN";
+    case kBatch: return "BATCH";
     default: return "?";
   }
 }
@@ -108,7 +109,7 @@ int32_t decode_header(Reader& rd, int32_t expect_no) {
   const int32_t cmd = rd.next();
   const int32_t no = rd.next();
   LA_CHECK(no == expect_no, "protocol error: message ", no, " from rank 0, expected ", expect_no);
-  LA_CHECK(cmd >= kBegin && cmd <= kShutdown, "protocol error: unknown command ", cmd, " from rank 0");
+  LA_CHECK(cmd >= kBegin && cmd <= kBatch, "protocol error: unknown command ", cmd, " from rank 0");
   return cmd;
 }
 
@@ -125,6 +126,25 @@ void encode_begin(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const std:
   put_u64(m, sp.seed);
   put_u64(m, sp.stream);
 }
+
+namespace {
+void put_sample(std::vector<int32_t>& m, const SampleParams& sp) {
+  m.push_back(float_bits(sp.temperature));
+  m.push_back(sp.top_k);
+  m.push_back(float_bits(sp.top_p));
+  put_u64(m, sp.seed);
+  put_u64(m, sp.stream);
+}
+SampleParams take_sample(Reader& rd) {
+  SampleParams sp;
+  sp.temperature = bits_float(rd.next());
+  sp.top_k = rd.next();
+  sp.top_p = bits_float(rd.next());
+  sp.seed = rd.u64();
+  sp.stream = rd.u64();
+  return sp;
+}
+}  // namespace
 
 SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq) {
   seq.clear();
@@ -176,7 +196,9 @@ bool decode_commit(Reader& rd, std::vector<int32_t>& seq, std::vector<int32_t>& 
   return true;
 }
 
-void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part) {
+namespace {
+// The parts of a RUN or a BATCH PART op: the sequence's sync, K, the included parts; rank `me`'s into `part`.
+void take_parts(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part) {
   decode_sync(rd, seq);
   LA_CHECK(!seq.empty(), "protocol error: RUN with an empty sequence");
   const int k = rd.next();
@@ -197,8 +219,7 @@ void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanP
     rd.take(m, part.global);
     found = true;
   }
-  LA_CHECK(found, "protocol error: no part for rank ", me, " in the RUN message");
-  LA_CHECK(rd.done(), "protocol error: trailing words after the RUN message's parts");
+  LA_CHECK(found, "protocol error: no part for rank ", me, " in the message");
   try {
     part.plan.validate();
   } catch (const Error& e) {
@@ -209,6 +230,132 @@ void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanP
     LA_CHECK(part.global[i] > part.global[i - 1], "protocol error: part's global ids not increasing at ", i);
   LA_CHECK(part.plan.tokens[0] == seq.back(), "protocol error: part root ", part.plan.tokens[0],
            " is not the sequence's last token ", seq.back());
+}
+}  // namespace
+
+void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part) {
+  take_parts(rd, seq, me, ranks, part);
+  LA_CHECK(rd.done(), "protocol error: trailing words after the RUN message's parts");
+}
+
+// ------------------------------------------------------------------------------------------------ BATCH
+
+void encode_batch_head(std::vector<int32_t>& m, int32_t no, int ops) {
+  encode_header(m, kBatch, no);
+  m.push_back(ops);
+}
+
+int decode_batch_ops(Reader& rd) { return rd.count(); }  // every op has at least one word
+
+void encode_slot_commit(std::vector<int32_t>& m, int slot, SeqSync& sync, const std::vector<int32_t>& seq,
+                        const std::vector<int32_t>& path) {
+  m.push_back(kOpCommit);
+  m.push_back(slot);
+  sync.encode(seq, m);
+  m.push_back(static_cast<int32_t>(path.size()));
+  m.insert(m.end(), path.begin(), path.end());
+}
+
+void encode_slot_end(std::vector<int32_t>& m, int slot) {
+  m.push_back(kOpEnd);
+  m.push_back(slot);
+}
+
+void encode_slot_begin(std::vector<int32_t>& m, int slot, int rows, SeqSync& sync, const std::vector<int32_t>& prompt,
+                       const SampleParams& sp) {
+  m.push_back(kOpBegin);
+  m.push_back(slot);
+  m.push_back(rows);
+  sync.sent.clear();
+  sync.encode(prompt, m);
+  put_sample(m, sp);
+}
+
+void encode_slot_chunk(std::vector<int32_t>& m, int slot, int tokens) {
+  m.push_back(kOpChunk);
+  m.push_back(slot);
+  m.push_back(tokens);
+}
+
+void encode_slot_parts(std::vector<int32_t>& m, int slot, SeqSync& sync, const std::vector<int32_t>& seq, int k,
+                       int n) {
+  m.push_back(kOpPart);
+  m.push_back(slot);
+  sync.encode(seq, m);
+  m.push_back(k);
+  m.push_back(n);
+}
+
+int32_t decode_slot_op(Reader& rd, int& slot) {
+  const int32_t kind = rd.next();
+  LA_CHECK(kind >= kOpCommit && kind <= kOpPart, "protocol error: unknown BATCH op ", kind);
+  slot = rd.next();
+  LA_CHECK(slot >= 0 && slot < kMaxSlots, "protocol error: slot ", slot, " out of range");
+  return kind;
+}
+
+void decode_slot_commit(Reader& rd, std::vector<int32_t>& seq, std::vector<int32_t>& path) {
+  decode_sync(rd, seq);
+  rd.take(rd.count(), path);
+}
+
+SampleParams decode_slot_begin(Reader& rd, std::vector<int32_t>& seq, int& rows) {
+  rows = rd.next();
+  LA_CHECK(rows >= 0, "protocol error: a slot of ", rows, " cache rows");
+  seq.clear();
+  decode_sync(rd, seq);
+  LA_CHECK(!seq.empty(), "protocol error: BATCH BEGIN with an empty prompt");
+  return take_sample(rd);
+}
+
+int decode_slot_chunk(Reader& rd) {
+  const int c = rd.next();
+  LA_CHECK(c >= 1, "protocol error: a prompt chunk of ", c, " tokens");
+  return c;
+}
+
+void decode_slot_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part) {
+  take_parts(rd, seq, me, ranks, part);
+}
+
+void encode_batch_reply_head(std::vector<int32_t>& m, int32_t no, int32_t stop_signal, int32_t forward_us, int items) {
+  m.clear();
+  m.push_back(no);
+  m.push_back(stop_signal);
+  m.push_back(forward_us);
+  m.push_back(items);
+}
+
+void encode_batch_reply_item(std::vector<int32_t>& m, int slot, int cache_len, int step_tokens,
+                             const std::vector<int32_t>& results) {
+  m.push_back(slot);
+  m.push_back(cache_len);
+  m.push_back(step_tokens);
+  m.push_back(static_cast<int32_t>(results.size()));
+  m.insert(m.end(), results.begin(), results.end());
+}
+
+void decode_batch_reply_head(Reader& rd, int r, int32_t expected_no, int items, int32_t& stop_signal,
+                             int32_t& forward_us) {
+  const int32_t no = rd.next();
+  LA_CHECK(no == expected_no, "protocol error: rank ", r, " answered message ", no, " (expected ", expected_no, ")");
+  stop_signal = rd.next();
+  forward_us = rd.next();
+  const int32_t n = rd.next();
+  LA_CHECK(forward_us >= 0, "protocol error: rank ", r, " replied a negative forward time");
+  LA_CHECK(n == items, "protocol error: rank ", r, " replied ", n, " items for a step of ", items);
+}
+
+void decode_batch_reply_item(Reader& rd, int r, int slot, int nodes, BatchItemReply& h, std::vector<int32_t>& results) {
+  const int32_t s = rd.next();
+  LA_CHECK(s == slot, "protocol error: rank ", r, " replied for slot ", s, " where slot ", slot, " was expected");
+  h.cache_len = rd.next();
+  h.step_tokens = rd.next();
+  LA_CHECK(h.cache_len >= 0 && h.step_tokens >= 0, "protocol error: rank ", r, " replied a negative count");
+  const int n = rd.count();
+  LA_CHECK(n == nodes, "protocol error: rank ", r, " replied ", n, " results for slot ", slot, "'s part of ", nodes,
+           " nodes");
+  rd.take(n, results);
 }
 
 // ------------------------------------------------------------------------------------------------ REPLY

@@ -22,6 +22,7 @@
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
+#include "lookahead/parallel/parallel_executor.h"
 #include "common/oracle_model.h"
 
 namespace {
@@ -167,9 +168,11 @@ TEST(StepAllocations, AdaptiveStepsAllocateNothing) {
 // Batched steps (BatchRunner over oracle replicas, 4 requests in flight): as for one request above, the steps
 // between 150 and 350 generated tokens of every request in flight allocate nothing (a young request grows its
 // prompt-lookup index and its statistics, as it does alone), fixed and adaptive (one cost model, a controller per
-// slot); then 4 more requests reuse the slots and their steady steps allocate nothing either.
+// slot); then 4 more requests reuse the slots and their steady steps allocate nothing either. The same with the
+// slots over an in-process group of 2 replicas (lookahead parallelism: partition, parts, merge, commits per slot).
 TEST(StepAllocations, BatchedStepsAllocateNothing) {
   const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
+  for (bool lp : {false, true})
   for (const char* name : {"lade", "trie", "prompt-lookup"})  // the strategies the one-request tests cover
     for (bool adaptive : {false, true}) {
       la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
@@ -190,8 +193,10 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
       bo.prefill_chunk = 8;
       std::function<std::unique_ptr<la::DraftController>(la::Strategy&)> make;
       if (adaptive) make = [&cost, ao](la::Strategy& st) { return std::make_unique<la::DraftController>(st, cost, ao); };
-      la::BatchRunner br(m, *s, m.config(), bo, adaptive ? &cost : nullptr, make);
-      const std::string label = std::string(name) + (adaptive ? " (adaptive)" : "");
+      la::InProcessGroup group(m, 2);
+      la::ParallelExecutor par(group);
+      la::BatchRunner br(m, *s, m.config(), bo, adaptive ? &cost : nullptr, make, lp ? &par : nullptr);
+      const std::string label = std::string(name) + (adaptive ? " (adaptive)" : "") + (lp ? " over 2 replicas" : "");
       for (int round = 0; round < 2; ++round) {
         for (int r = 0; r < 4; ++r) {  // four requests of 400 tokens, prompts of different lengths
           V prompt = {1};

@@ -213,5 +213,143 @@ TEST(Protocol, CorruptMessagesAreRejected) {
   expect_protocol_error([&] { decode_run(keep, 1, {}, 1, 2); }, "sync keeps 50 of 0 tokens");
 }
 
+// BATCH (batched steps): ops for several slots in the order a worker applies them, against its per-slot sequences.
+struct DecodedBatch {
+  std::vector<int32_t> ops;  // kinds in order
+  std::vector<std::vector<int32_t>> seq = std::vector<std::vector<int32_t>>(3);
+  std::vector<int32_t> committed, path;
+  int rows = 0, chunk = 0;
+  SampleParams sp;
+  PlanPart part;
+};
+DecodedBatch decode_batch(const std::vector<int32_t>& m, int32_t no, const std::vector<int32_t>& slot2, int me, int k) {
+  DecodedBatch d;
+  d.seq[2] = slot2;
+  Reader rd(m);
+  EXPECT_EQ(decode_header(rd, no), kBatch);
+  const int ops = decode_batch_ops(rd);
+  for (int o = 0; o < ops; ++o) {
+    int slot = 0;
+    const int32_t op = decode_slot_op(rd, slot);
+    LA_CHECK(slot < 3, "protocol error: test slot ", slot);
+    d.ops.push_back(op * 10 + slot);
+    switch (op) {
+      case kOpCommit: decode_slot_commit(rd, d.seq[slot], d.path); d.committed = d.seq[slot]; break;
+      case kOpEnd: break;
+      case kOpBegin: d.sp = decode_slot_begin(rd, d.seq[slot], d.rows); break;
+      case kOpChunk: d.chunk = decode_slot_chunk(rd); break;
+      case kOpPart: decode_slot_part(rd, d.seq[slot], me, k, d.part); break;
+    }
+  }
+  LA_CHECK(rd.done(), "protocol error: trailing words after the BATCH message's ops");
+  return d;
+}
+
+TEST(Protocol, BatchRoundTrip) {
+  const std::vector<int32_t> prompt2 = {5, 6, 7}, committed = {5, 6, 7, 8}, seq2 = {5, 6, 7, 8, 11};
+  const std::vector<int32_t> path = {0, 2}, prompt0 = {1, 2, 3, 4};
+  const PlanPart part = sample_part();
+  PlanPart other = sample_part();
+  other.global = {0, 1, 3, 4};
+  SampleParams sp;
+  sp.temperature = 0.5f;
+  sp.top_k = 7;
+  sp.seed = 99;
+  sp.stream = 3;
+  std::vector<SeqSync> sync(3);
+  sync[2].sent = prompt2;  // the workers hold slot 2's prompt
+  std::vector<int32_t> m;
+  encode_batch_head(m, 7, 5);
+  encode_slot_commit(m, 2, sync[2], committed, path);
+  encode_slot_end(m, 0);
+  encode_slot_begin(m, 0, 64, sync[0], prompt0, sp);
+  encode_slot_chunk(m, 0, 2);
+  encode_slot_parts(m, 2, sync[2], seq2, 3, 2);
+  encode_part(m, 1, other);
+  encode_part(m, 2, part);
+  EXPECT_EQ(sync[2].sent, seq2);
+  EXPECT_EQ(sync[0].sent, prompt0);
+  const DecodedBatch d = decode_batch(m, 7, prompt2, 2, 3);
+  EXPECT_EQ(d.ops, (std::vector<int32_t>{kOpCommit * 10 + 2, kOpEnd * 10, kOpBegin * 10, kOpChunk * 10,
+                                         kOpPart * 10 + 2}));
+  EXPECT_EQ(d.committed, committed);
+  EXPECT_EQ(d.path, path);
+  EXPECT_EQ(d.seq[0], prompt0);
+  EXPECT_EQ(d.rows, 64);
+  EXPECT_EQ(d.sp.temperature, sp.temperature);
+  EXPECT_EQ(d.sp.top_k, sp.top_k);
+  EXPECT_EQ(d.sp.seed, sp.seed);
+  EXPECT_EQ(d.sp.stream, sp.stream);
+  EXPECT_EQ(d.chunk, 2);
+  EXPECT_EQ(d.seq[2], seq2);
+  EXPECT_EQ(d.part.plan.tokens, part.plan.tokens);
+  EXPECT_EQ(d.part.plan.parents, part.plan.parents);
+  EXPECT_EQ(d.part.global, part.global);
+  EXPECT_EQ(decode_batch(m, 7, prompt2, 1, 3).part.global, other.global);
+  expect_rejects_truncation(m, [&](const std::vector<int32_t>& c) { decode_batch(c, 7, prompt2, 2, 3); });
+  auto longer = m;
+  longer.push_back(0);
+  expect_protocol_error([&] { decode_batch(longer, 7, prompt2, 2, 3); }, "trailing words");
+
+  // Corrupt ops: an unknown kind, a slot out of range, an empty chunk, negative rows, no part for the rank.
+  auto with = [&](size_t at, int32_t v) {
+    auto b = m;
+    b[at] = v;
+    return b;
+  };
+  const size_t op0 = 4;  // the first op's kind
+  expect_protocol_error([&] { decode_batch(with(op0, 9), 7, prompt2, 2, 3); }, "unknown BATCH op 9");
+  expect_protocol_error([&] { decode_batch(with(op0 + 1, -1), 7, prompt2, 2, 3); }, "slot -1 out of range");
+  expect_protocol_error([&] { decode_batch(with(op0 + 1, kMaxSlots), 7, prompt2, 2, 3); }, "out of range");
+  std::vector<int32_t> c;
+  encode_batch_head(c, 0, 1);
+  encode_slot_chunk(c, 1, 0);
+  expect_protocol_error([&] { decode_batch(c, 0, {}, 1, 2); }, "a prompt chunk of 0 tokens");
+  SeqSync s0;
+  encode_batch_head(c, 0, 1);
+  encode_slot_begin(c, 1, -5, s0, prompt0, sp);
+  expect_protocol_error([&] { decode_batch(c, 0, {}, 1, 2); }, "-5 cache rows");
+  expect_protocol_error([&] { decode_batch(m, 7, prompt2, 2, 4); }, "plan split in 3 parts for 4 ranks");
+  SeqSync s2;
+  s2.sent = prompt2;
+  encode_batch_head(c, 0, 1);
+  encode_slot_parts(c, 2, s2, seq2, 2, 1);
+  encode_part(c, 1, part);
+  expect_protocol_error([&] { decode_batch(c, 0, prompt2, 2, 2); }, "no part for rank 2");
+}
+
+TEST(Protocol, BatchReplyRoundTrip) {
+  std::vector<int32_t> m;
+  encode_batch_reply_head(m, 5, 15, 1234, 2);
+  encode_batch_reply_item(m, 3, 40, 6, {});            // a chunk
+  encode_batch_reply_item(m, 1, 17, 9, {20, 21, 22});  // a part of 3 nodes
+  auto decode = [](const std::vector<int32_t>& x, int32_t no, int items, int slot1, int nodes1) {
+    Reader rd(x);
+    int32_t stop = 0, us = 0;
+    decode_batch_reply_head(rd, 1, no, items, stop, us);
+    EXPECT_EQ(stop, 15);
+    EXPECT_EQ(us, 1234);
+    BatchItemReply h;
+    std::vector<int32_t> res;
+    decode_batch_reply_item(rd, 1, 3, 0, h, res);
+    EXPECT_EQ(h.cache_len, 40);
+    EXPECT_TRUE(res.empty());
+    decode_batch_reply_item(rd, 1, slot1, nodes1, h, res);
+    EXPECT_EQ(h.cache_len, 17);
+    EXPECT_EQ(h.step_tokens, 9);
+    EXPECT_EQ(res, (std::vector<int32_t>{20, 21, 22}));
+    LA_CHECK(rd.done(), "protocol error: trailing words");
+  };
+  decode(m, 5, 2, 1, 3);
+  expect_rejects_truncation(m, [&](const std::vector<int32_t>& c) { decode(c, 5, 2, 1, 3); });
+  expect_protocol_error([&] { decode(m, 6, 2, 1, 3); }, "rank 1 answered message 5 (expected 6)");
+  expect_protocol_error([&] { decode(m, 5, 3, 1, 3); }, "rank 1 replied 2 items for a step of 3");
+  expect_protocol_error([&] { decode(m, 5, 2, 2, 3); }, "rank 1 replied for slot 1 where slot 2 was expected");
+  expect_protocol_error([&] { decode(m, 5, 2, 1, 4); }, "replied 3 results for slot 1's part of 4 nodes");
+  auto neg = m;
+  neg[5] = -1;  // the first item's cache length
+  expect_protocol_error([&] { decode(neg, 5, 2, 1, 3); }, "negative");
+}
+
 }  // namespace
 }  // namespace la

@@ -284,7 +284,7 @@ def pool_seeds():
 
 
 # ---- rank messages (protocol.h, as rank 0 sends them to rank 1 of 2 over MPI): [u32 words][words...] per message
-MAGIC = 0x4C410001
+MAGIC = 0x4C410002  # protocol version 2 (BATCH)
 
 
 def msgs(*ms):
@@ -307,6 +307,14 @@ def wire_seeds():
     nccl = [MAGIC, 2, 1, 0, 3, 0, 2, 2, 1, 1, 11, -1, 1, 0, 1, 2, 11, 20, -1, 0, 1, 1, 0, 3]
     put("protocol", "two_parts.bin", msgs(begin, nccl))
     put("protocol", "reply.bin", msgs([1, 0, 4, 1234, 20, 21, 22]))
+    # BATCH (batched steps): BEGIN slot 0 (64 rows, prompt [1, 10, 11]) + a 1-token CHUNK; then slot 0's PART (the
+    # part of run1); then its COMMIT (sync keep 3 add [20], path [0, 2]) and END; then SHUTDOWN.
+    b0 = [MAGIC, 5, 0, 2, 3, 0, 64, 0, 3, 1, 10, 11, f(0.0), 0, f(1.0), 7, 0, 0, 0, 4, 0, 1]
+    b1 = [MAGIC, 5, 1, 1, 5, 0, 3, 0, 2, 1, 1, 3, 11, 20, 21, -1, 0, 1, 1, 1, 0, 0, 2, 5]
+    b2 = [MAGIC, 5, 2, 2, 1, 0, 3, 1, 20, 2, 0, 2, 2, 0]
+    put("protocol", "batch_session.bin", msgs(b0, b1, b2, [MAGIC, 4, 3]))
+    # BATCH REPLY: 1 item, slot 0, cache 3, 3 forward tokens, 3 results.
+    put("protocol", "batch_reply.bin", msgs([1, 0, 1234, 1, 0, 3, 3, 3, 20, 21, 22]))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@
 // share one ledger (DraftLedger): what drafting may lose to batched plain decoding is bounded for the batch as a
 // whole, not once per slot.
 //
+// Under lookahead parallelism (`replicas`, a SlotExecutor: ParallelExecutor over K replicas) the slots live on the
+// replica group instead: every replica holds every slot's cache, each decoding slot's plan is split across the
+// replicas, and the step's forward is one group round (each replica one forward over its share of every slot).
+// Everything above the forward (planning, budgets, verification, commits) is the same code.
+//
 // KV memory: each admitted request reserves the cache rows it can need (prompt + new tokens + the largest step)
 // out of `kv_rows`; a request that does not fit waits for a slot to free rows, one that could never fit is
 // refused (fits_ever()). Each slot's cache is resized to its reservation at admission (StepModel::reserve_cache),
@@ -64,10 +69,13 @@ struct BatchCounters {
 class BatchRunner {
  public:
   // `model`, `strategy`, `cfg` and `cost` (may be null: no adaptive drafting) must outlive the runner.
-  // `make_controller`: builds a slot's controller for its strategy (null: fixed drafts).
+  // `make_controller`: builds a slot's controller for its strategy (null: fixed drafts). `replicas` (may be null:
+  // the slots are forks of `model` here): the slots over a replica group (lookahead parallelism); it must outlive
+  // the runner, and `model` is then only the configuration's source.
   BatchRunner(StepModel& model, Strategy& strategy, const ModelConfig& cfg, const BatchOptions& opt,
               StepCostModel* cost,
-              std::function<std::unique_ptr<DraftController>(Strategy&)> make_controller = nullptr);
+              std::function<std::unique_ptr<DraftController>(Strategy&)> make_controller = nullptr,
+              SlotExecutor* replicas = nullptr);
   ~BatchRunner();
 
   int slots() const { return static_cast<int>(slots_.size()); }
@@ -101,6 +109,8 @@ class BatchRunner {
  private:
   struct Slot;
   Slot& open_slot(int i);
+  int stage_chunk(Slot& s, int i);
+  int stage_plan(Slot& s, int i);
 
   StepModel& model_;
   Strategy& strategy_;
@@ -108,6 +118,7 @@ class BatchRunner {
   BatchOptions opt_;
   StepCostModel* cost_;
   std::function<std::unique_ptr<DraftController>(Strategy&)> make_controller_;
+  SlotExecutor* replicas_ = nullptr;
   DraftLedger ledger_;     // shared by every slot's controller
   int max_step_rows_ = 1;  // the largest step one request can stage
   std::vector<std::unique_ptr<Slot>> slots_;

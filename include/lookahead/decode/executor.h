@@ -29,6 +29,33 @@ class StepExecutor {
   virtual void observe_cost(StepCostModel& cost, double run_seconds) const { (void)cost, (void)run_seconds; }
 };
 
+// Batched steps over a replica group (lookahead parallelism with --batch, BatchRunner): every replica holds a KV
+// cache per batch slot; one batched step stages every slot's prompt chunk or plan, runs them as one round (each
+// replica one forward over all its slots' parts) and hands each decoding slot its merged results. Implemented by
+// ParallelExecutor (parallel_executor.h); the batch runner sees no ranks, only slots.
+class SlotExecutor {
+ public:
+  virtual ~SlotExecutor() = default;
+  // A request starts in `slot` (its prompt is fed later by chunks or as its first step's pending chain); every
+  // replica sizes that slot's cache for `rows` rows.
+  virtual void begin_slot(int slot, const std::vector<int32_t>& prompt, const SampleParams& sp, int rows) = 0;
+  // Prompt tokens of `seq` not yet in the slot's caches (the root excluded).
+  virtual int prefill_left(int slot, const std::vector<int32_t>& seq) const = 0;
+  // Stages the next min(max_tokens, prefill_left) prompt tokens of the slot (every replica runs them); returns
+  // the rows staged.
+  virtual int stage_chunk(int slot, const std::vector<int32_t>& seq, int max_tokens) = 0;
+  // Stages the slot's plan (split across the replicas); returns the rows of the largest replica's share.
+  virtual int stage_plan(int slot, const std::vector<int32_t>& seq, const StepPlan& plan) = 0;
+  // Runs everything staged as one round; staged prompt chunks are committed.
+  virtual void run_staged() = 0;
+  // The merged result of every node of the slot's staged plan (the caller's buffer, reused).
+  virtual void collect_slot(int slot, std::vector<int32_t>& results) = 0;
+  // As StepExecutor::commit, for the slot's last plan.
+  virtual void commit_slot(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path) = 0;
+  // The slot's request ended.
+  virtual void end_slot(int slot) = 0;
+};
+
 // One replica in this process. The cache holds seq[0, L); the "pending" tokens seq[L, size) (at least the root)
 // are re-fed as a chain in front of the plan, so a replica that computed only a part of a plan (lookahead
 // parallelism) or none of the accepted path still ends with the right cache.
@@ -60,6 +87,7 @@ class LocalExecutor : public StepExecutor {
   const StepInput& stage(const std::vector<int32_t>& seq, const StepPlan& plan);
   void collect(const std::vector<int32_t>& out, std::vector<int32_t>& results) const;
   const SampleParams& sample_params() const { return sp_; }
+  const StepInput& staged_input() const { return in_; }  // the last stage / stage_prefill
   std::vector<int32_t>& forward_out() { return out_; }  // a buffer for the batch's results of this replica
   // Number of step tokens of the last forward (pending chain + plan nodes).
   int last_step_tokens() const { return last_tokens_; }

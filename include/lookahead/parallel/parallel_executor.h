@@ -11,6 +11,12 @@
 //   account    bounded counters (ParallelCounters); per-step records only when ParallelOptions asks for them.
 // With one rank and no simulation the CLI uses LocalExecutor directly (make_parallel_executor returns null).
 //
+// Batched steps (SlotExecutor, executor.h: BatchRunner with --batch N under LP): the same per slot. Every replica
+// holds every slot's cache; rank 0 keeps each slot's per-replica cache lengths, splits each decoding slot's plan
+// with its own bases, and one group round (run_slots: one message out and one reply per worker) runs every slot's
+// prompt chunk (all replicas) and part (replica r its part r); each replica ONE forward over all its items. Then
+// each slot's parts are merged and checked as above, and its commit goes out with the next round.
+//
 // Failure handling of a real job (guard.h): any exception on any rank prints "[rank R] error: <message>" and
 // aborts the MPI job. A rank killed outright is detected by mpirun / srun (measured here: mpirun 1.1 s, srun
 // 0.2 s); a rank that hangs while alive is caught by the reply timeout (CommGroupOptions::rank_timeout_s).
@@ -65,7 +71,7 @@ struct ParallelCounters {
   uint64_t bytes_received = 0;
 };
 
-class ParallelExecutor : public StepExecutor {
+class ParallelExecutor : public StepExecutor, public SlotExecutor {
  public:
   // The group must outlive this object.
   ParallelExecutor(ReplicaGroup& group, ParallelOptions opt = {});
@@ -83,6 +89,16 @@ class ParallelExecutor : public StepExecutor {
   // Releases remote replicas (comm group). Idempotent; nothing may be run afterwards.
   void shutdown();
 
+  // ---- Batched steps (SlotExecutor).
+  void begin_slot(int slot, const std::vector<int32_t>& prompt, const SampleParams& sp, int rows) override;
+  int prefill_left(int slot, const std::vector<int32_t>& seq) const override;
+  int stage_chunk(int slot, const std::vector<int32_t>& seq, int max_tokens) override;
+  int stage_plan(int slot, const std::vector<int32_t>& seq, const StepPlan& plan) override;
+  void run_staged() override;
+  void collect_slot(int slot, std::vector<int32_t>& results) override;
+  void commit_slot(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
+  void end_slot(int slot) override;
+
   int ranks() const { return k_; }
   bool simulated() const { return group_.in_process(); }
   const std::vector<ParallelStepRecord>& steps() const { return records_; }
@@ -95,6 +111,18 @@ class ParallelExecutor : public StepExecutor {
 
  private:
   void check_replies(const StepPlan& plan);
+  struct SlotState {
+    bool busy = false;
+    std::vector<int> cache_len;    // per replica: the slot's cache length after its last commit or chunk
+    std::vector<PlanPart> parts;   // the staged plan's parts (buffers reused)
+    std::vector<int32_t> merged;   // its merged results
+    int plan_nodes = 0, seq_size = 0, chunk = 0;
+    int64_t request = 0;           // the request number (named in errors)
+    int steps = 0;                 // decode steps of the slot's request
+    bool have_run = false;
+  };
+  SlotState& slot_state(int slot, const char* what);
+  void merge_slot(const SlotWork& w, size_t i);
   void account(const StepPlan& plan, double partition_s, double wall_s);
 
   std::unique_ptr<ReplicaGroup> owned_;
@@ -114,6 +142,9 @@ class ParallelExecutor : public StepExecutor {
   std::vector<std::vector<int32_t>> per_;  // scratch: results per part (swapped with the replies', no copy)
   std::vector<int32_t> owner_;             // scratch for the merge
   std::vector<ParallelStepRecord> records_;
+  std::vector<SlotState> slots_;      // batched steps: per slot
+  std::vector<SlotWork> work_;        // the staged round (reused)
+  std::vector<PartReply> slot_replies_;  // its replies, [work * K + replica] (reused)
   bool recording_ = false;
   ParallelCounters counters_;
   int last_plan_tokens_ = 0, last_max_part_tokens_ = 0;  // the last run, for observe_cost

@@ -13,6 +13,16 @@
 //   SHUTDOWN : header                                     -> leave the worker loop
 //   REPLY    : [message number, cache length, forward tokens, forward us, stop signal, results...]
 //              (worker -> rank 0; the cache length is the worker's own, after the commit, before the forward)
+//   BATCH    : header, op count, op...  (batched steps, --batch under LP: every rank holds every slot's cache)
+//              op = [kind, slot, ...], applied in order; nothing may follow the last:
+//                COMMIT [sync(committed seq), path length, global path...]   the slot's last parts' accepted path
+//                END    []                                                    the slot's request ended
+//                BEGIN  [cache rows, sync(prompt), sampling as in BEGIN]      a request starts in the slot
+//                CHUNK  [tokens]                   a prompt chunk of the slot (every rank runs it)
+//                PART   [sync(seq), K, n, n x part]   the slot's plan parts (every worker gets parts 1..K-1)
+//              -> every worker: the ops, then ONE forward over every CHUNK and PART item, then BATCH REPLY
+//   BATCH REPLY : [message number, stop signal, forward us, items, per item: slot, cache length, forward tokens,
+//                  result count, results...]   (items in the message's CHUNK / PART order; no results for a chunk)
 // sync = [kept prefix length, new token count, new tokens...] against the sequence the workers hold (SeqSync), so
 // a step usually carries only the accepted tokens.
 //
@@ -27,8 +37,13 @@
 
 namespace la::protocol {
 
-constexpr int32_t kMagic = 0x4C410001;  // "LA", protocol version 1
-enum Cmd : int32_t { kBegin = 1, kRun = 2, kEnd = 3, kShutdown = 4 };
+constexpr int32_t kMagic = 0x4C410002;  // "LA", protocol version 2 (version 1 had no BATCH)
+enum Cmd : int32_t { kBegin = 1, kRun = 2, kEnd = 3, kShutdown = 4, kBatch = 5 };
+// BATCH ops.
+enum SlotOp : int32_t { kOpCommit = 1, kOpEnd = 2, kOpBegin = 3, kOpChunk = 4, kOpPart = 5 };
+constexpr int kMaxSlots = 4096;       // slot numbers are below this
+constexpr int kBatchReplyHead = 4;    // no, stop signal, forward us, items
+constexpr int kBatchItemHead = 4;     // slot, cache length, forward tokens, result count
 constexpr int kReplyHead = 5;
 const char* cmd_name(int32_t c);
 
@@ -78,6 +93,41 @@ bool decode_commit(Reader& rd, std::vector<int32_t>& seq, std::vector<int32_t>& 
 // ... then the step's sync, K (== ranks) and rank `me`'s part among the included ones into `part` (validated:
 // a valid plan, global ids strictly increasing from 0).
 void decode_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part);
+
+// BATCH: encode_batch_head starts the message with its op count, then the ops are appended in the order the
+// worker applies them. Each slot has its own SeqSync (the sequence the workers hold for it).
+void encode_batch_head(std::vector<int32_t>& m, int32_t no, int ops);
+// After decode_header: the op count (then decode_slot_op that many times, then the message must be done()).
+int decode_batch_ops(Reader& rd);
+void encode_slot_commit(std::vector<int32_t>& m, int slot, SeqSync& sync, const std::vector<int32_t>& seq,
+                        const std::vector<int32_t>& path);
+void encode_slot_end(std::vector<int32_t>& m, int slot);
+void encode_slot_begin(std::vector<int32_t>& m, int slot, int rows, SeqSync& sync, const std::vector<int32_t>& prompt,
+                       const SampleParams& sp);
+void encode_slot_chunk(std::vector<int32_t>& m, int slot, int tokens);
+// The slot's sequence and K; then `n` parts (encode_part n times).
+void encode_slot_parts(std::vector<int32_t>& m, int slot, SeqSync& sync, const std::vector<int32_t>& seq, int k,
+                       int n);
+// Decoder side: the next op's kind and slot (validated), then its body by kind.
+int32_t decode_slot_op(Reader& rd, int& slot);
+void decode_slot_commit(Reader& rd, std::vector<int32_t>& seq, std::vector<int32_t>& path);
+SampleParams decode_slot_begin(Reader& rd, std::vector<int32_t>& seq, int& rows);
+int decode_slot_chunk(Reader& rd);
+// The slot's sequence, K (== ranks) and rank `me`'s part (validated as decode_part's).
+void decode_slot_part(Reader& rd, std::vector<int32_t>& seq, int me, int ranks, PlanPart& part);
+
+// BATCH REPLY: the head, then one item per CHUNK / PART op.
+void encode_batch_reply_head(std::vector<int32_t>& m, int32_t no, int32_t stop_signal, int32_t forward_us, int items);
+void encode_batch_reply_item(std::vector<int32_t>& m, int slot, int cache_len, int step_tokens,
+                             const std::vector<int32_t>& results);
+struct BatchItemReply {
+  int32_t cache_len = 0, step_tokens = 0;
+};
+// Rank 0: rank r's reply to message `expected_no` of `items` items; returns the head's stop signal and forward us.
+void decode_batch_reply_head(Reader& rd, int r, int32_t expected_no, int items, int32_t& stop_signal,
+                             int32_t& forward_us);
+// The next item: it must be slot `slot` with `nodes` results (0 for a chunk).
+void decode_batch_reply_item(Reader& rd, int r, int slot, int nodes, BatchItemReply& h, std::vector<int32_t>& results);
 
 // REPLY.
 struct ReplyHead {

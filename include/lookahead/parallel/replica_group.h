@@ -6,6 +6,9 @@
 //   comm group      replica r is MPI rank r: rank 0's replica runs here, the others in run_worker (worker.h).
 //                   Over MPI every worker gets a message with its own part; over NCCL one broadcast holds every
 //                   part (make_comm_group: src/dist, comm_group.h; messages in protocol.h).
+// Batched steps (--batch with LP, the slot_* calls): every replica holds every batch slot's KV cache (a
+// SlotReplica, slot_replica.h); one round runs every slot's prompt chunk (on every replica) or plan part (replica r
+// its part r), each replica ONE forward over all its items.
 // No libtorch, no MPI types here.
 #pragma once
 #include <atomic>
@@ -17,6 +20,7 @@
 
 #include "lookahead/decode/executor.h"
 #include "lookahead/parallel/partition.h"
+#include "lookahead/parallel/slot_replica.h"
 
 namespace la {
 
@@ -27,6 +31,15 @@ struct PartReply {
   double forward_s = 0;  // its LocalExecutor::run time
   int stop_signal = 0;   // a signal the replica's process received (0: none)
   std::vector<int32_t> results;
+};
+
+// One slot's share of a batched step, rank 0's view: a prompt chunk that every replica runs, or the slot's plan
+// split into one part per replica.
+struct SlotWork {
+  int slot = 0;
+  const std::vector<int32_t>* seq = nullptr;     // the slot's sequence
+  int chunk = 0;                                 // > 0: a prompt chunk of this many tokens
+  const std::vector<PlanPart>* parts = nullptr;  // chunk == 0: parts[r] for replica r
 };
 
 // Rank 0's time inside the group's collectives during the last run (0 for the in-process group).
@@ -54,6 +67,17 @@ class ReplicaGroup {
   virtual void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
                       const std::vector<PlanPart>& parts) = 0;
   virtual void end() = 0;
+  // ---- Batched steps. A request starts in `slot` on every replica (cache sized for `rows`); the accepted global
+  // path of the slot's last parts is committed; the slot's request ends. A comm group's workers get these with
+  // the next run_slots message.
+  virtual void slot_begin(int slot, const std::vector<int32_t>& prompt, const SampleParams& sp, int rows);
+  virtual void slot_commit(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
+                           const std::vector<PlanPart>& parts);
+  virtual void slot_end(int slot);
+  // One round: every replica runs its share of every work item in one forward; replies[w * size() + r] is
+  // replica r's for work[w] (no results for a chunk; forward_s is the replica's whole forward). The vector is the
+  // caller's, reused.
+  virtual void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies);
   // Releases remote replicas for good (comm group: SHUTDOWN). Idempotent.
   virtual void shutdown() {}
   virtual GroupTimes last_times() const { return {}; }
@@ -83,6 +107,11 @@ class InProcessGroup : public ReplicaGroup {
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
               const std::vector<PlanPart>& parts) override;
   void end() override;
+  void slot_begin(int slot, const std::vector<int32_t>& prompt, const SampleParams& sp, int rows) override;
+  void slot_commit(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path,
+                   const std::vector<PlanPart>& parts) override;
+  void slot_end(int slot) override;
+  void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies) override;
   double sequential_excess_seconds() const override { return serial_s_ - slowest_s_; }
   void reset_times() override { serial_s_ = slowest_s_ = 0; }
 
@@ -91,6 +120,7 @@ class InProcessGroup : public ReplicaGroup {
 
   std::vector<std::unique_ptr<StepModel>> forks_;
   std::vector<std::unique_ptr<LocalExecutor>> ex_;
+  std::vector<std::unique_ptr<SlotReplica>> slot_reps_;  // batched steps: replica r's slots (made on first use)
   std::vector<int32_t> path_;  // scratch: one replica's local path
   double serial_s_ = 0, slowest_s_ = 0;
 };
