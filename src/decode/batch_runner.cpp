@@ -197,7 +197,8 @@ void BatchRunner::step() {
     if (!decodes(s)) continue;
     later_rows -= s->last_rows;  // the slots after this one, at their last sizes
     // The rest of the step: rows staged so far (prompt chunks, the earlier slots' plans) and the later slots.
-    if (s->controller) s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows, deciding - 1);
+    if (s->controller)
+      s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows, deciding - 1);
     s->runner->plan_step();
     s->last_rows = s->staged_rows = stage_plan(*s, i);
     counters_.draft_rows += s->runner->plan().size() - 1;

@@ -207,8 +207,9 @@ double DraftController::room() const {
   return l.gain_s - l.held_s + l.allow_s + opt_.explore_credit * cost_.step_seconds(1);
 }
 
-// At the coming step's size an accepted token is worth token_price() and a one-row draft costs extra_s(1): their difference over the token's worth is the best any draft
-// could gain per row it risks (1 on a flat cost, 0 where a row costs a whole token).
+// At the coming step's size an accepted token is worth token_price() and a one-row draft costs extra_s(1): their
+// difference over the token's worth is the best any draft could gain per row it risks (1 on a flat cost, 0 where a
+// row costs a whole token).
 double DraftController::headroom() const {
   const double price = token_price();
   return price > 0 ? std::clamp(1 - extra_s(1) / price, 0.0, 1.0) : 0.0;

@@ -548,7 +548,8 @@ TEST(DraftController, OtherSlotsDraftsDoNotRaiseATokensWorth) {
   const double extra = cost.step_seconds(other_rows + 1 + rows) - cost.step_seconds(other_rows + 1);
   const double price = cost.step_seconds(others + 1) / (others + 1);
   EXPECT_NEAR(c.ledger().gain_s, 2 * price - extra, 1e-12)
-      << "priced as this step's cost over its tokens: " << 2 * cost.step_seconds(other_rows + 1) / (other_tokens + 1) - extra;
+      << "priced as this step's cost over its tokens: "
+      << 2 * cost.step_seconds(other_rows + 1) / (other_tokens + 1) - extra;
 }
 
 namespace {
