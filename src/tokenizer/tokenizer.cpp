@@ -22,7 +22,14 @@ class SpTokenizer : public Tokenizer {
     const std::string& dir = d.path();
     const std::string path = d.file("tokenizer.model");
     LA_CHECK(file_exists(path), "model directory '", dir, "' has no tokenizer.model or tokenizer.json");
-    auto st = sp_.Load(path);
+    // SentencePiece reports most bad files as a status, but some by exceptions of its own (a piece of length 0
+    // throws from its trie builder, found by fuzz_tokenizer_model): both are one clear error here.
+    sentencepiece::util::Status st;
+    try {
+      st = sp_.Load(path);
+    } catch (const std::exception& e) {
+      fail("cannot load tokenizer '", path, "': ", e.what());
+    }
     LA_CHECK(st.ok(), "cannot load tokenizer '", path, "': ", st.ToString());
     if (bos_id_ < 0) bos_id_ = sp_.bos_id();
     if (const nlohmann::json* j = d.tokenizer_config())

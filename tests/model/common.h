@@ -60,9 +60,11 @@ inline std::vector<std::vector<int32_t>> run_all(StepModel& m, Strategy& s, cons
 }
 
 // Adaptive drafting with a given cost model: the executor feeds it (unless frozen), a controller chooses budgets.
-// Tiny: a frozen forward of 1 us per token with the measured host time charged, so the strategy's own
-// bookkeeping outweighs the forward and the controller's ledger puts it to sleep and wakes it again and again
-// (dormancy, draft_controller.h: plain steps without the strategy, which then catches up with the sequence).
+// Tiny: a frozen forward of 1 us per step plus 1 us per token with the measured host time charged, so the
+// strategy's own bookkeeping outweighs the forward and the controller's ledger puts it to sleep and wakes it again
+// and again (dormancy, draft_controller.h: plain steps without the strategy, which then catches up with the
+// sequence). The fixed microsecond gives a draft row headroom (a row costs half a token's worth): with none, as
+// at 1 us per token alone, the exploration allowance never grows and a sleeping strategy rightly never wakes.
 enum class CostShape { Calibrated, Flat, Steep, Tiny };
 inline StepCostModel cost_shape(StepModel& m, Strategy& s, CostShape shape) {
   if (shape == CostShape::Calibrated) {
@@ -70,7 +72,8 @@ inline StepCostModel cost_shape(StepModel& m, Strategy& s, CostShape shape) {
     return StepCostModel(calibrate_forward_cost(m, 1 + top + s.lookahead_nodes(top)));
   }
   ForwardCostModel f(256);
-  for (int t : f.buckets()) f.set(t, shape == CostShape::Flat ? 1.0 : shape == CostShape::Tiny ? 1e-6 * t : 1.0 * t * t);
+  for (int t : f.buckets())
+    f.set(t, shape == CostShape::Flat ? 1.0 : shape == CostShape::Tiny ? 1e-6 * (t + 1) : 1.0 * t * t);
   StepCostModel c(f);
   c.freeze();  // no timing can move an extreme shape
   return c;
