@@ -150,13 +150,7 @@ SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq) {
   seq.clear();
   decode_sync(rd, seq);
   LA_CHECK(!seq.empty(), "protocol error: BEGIN with an empty prompt");
-  SampleParams sp;
-  sp.temperature = bits_float(rd.next());
-  sp.top_k = rd.next();
-  sp.top_p = bits_float(rd.next());
-  sp.seed = rd.u64();
-  sp.stream = rd.u64();
-  return sp;
+  return take_sample(rd);
 }
 
 // ------------------------------------------------------------------------------------------------ RUN

@@ -448,7 +448,7 @@ namespace {
 // 16 slots whose 8-node drafts have their first `good` nodes accepted, for `steps` batched steps: the batch's
 // seconds per token, and those of batched plain steps.
 std::pair<double, double> batch_of_drafts(StepCostModel& cost, const AdaptiveOptions& o, int steps, int good,
-                                          int64_t* drafted);
+                                          int64_t* drafted, bool two_classes = false);
 }  // namespace
 
 TEST(DraftController, ABatchSharesOneLedger) {
@@ -456,51 +456,9 @@ TEST(DraftController, ABatchSharesOneLedger) {
   StepCostModel cost(affine(0.8e-3, 0.2e-3));
   cost.freeze();
   const AdaptiveOptions o = no_host();
-  DraftLedger ledger;
-  std::vector<std::unique_ptr<HintedStrategy>> s;
-  std::vector<std::unique_ptr<DraftController>> c;
-  for (int i = 0; i < B; ++i) {
-    s.push_back(std::make_unique<HintedStrategy>());
-    s[i]->hint = 8;
-    c.push_back(std::make_unique<DraftController>(*s[i], cost, o));
-    c[i]->share_ledger(ledger);
-  }
-  const std::vector<int32_t> seq{1};
-  std::vector<StepPlan> plans(B);
-  std::vector<int> last(B, 1);
-  std::vector<char> asleep(B, 0);
-  double t = 0;
   int64_t drafted = 0;
-  for (int step = 0; step < steps; ++step) {
-    int rows = 0, later = 0;
-    for (int n : last) later += n;
-    for (int i = 0; i < B; ++i) {
-      later -= last[i];
-      c[i]->set_batch(rows + later, B - 1);
-      asleep[i] = c[i]->dormant();
-      if (asleep[i]) {
-        plans[i].reset(1);
-      } else {
-        s[i]->cls = step % 2;
-        c[i]->choose(s[i]->draft_context(seq));
-        s[i]->plan(seq, 1000, plans[i]);
-      }
-      last[i] = plans[i].size();
-      rows += last[i];
-      drafted += plans[i].size() > 1;
-    }
-    t += cost.step_seconds(rows);
-    for (int i = 0; i < B; ++i) {
-      if (asleep[i]) {
-        c[i]->observe_dormant();
-        continue;
-      }
-      Verdict v;
-      v.path.push_back(0);
-      c[i]->observe(plans[i], v, 0.0);
-    }
-  }
-  const double plain = steps * cost.step_seconds(B);
+  const auto [per_token, plain_per_token] = batch_of_drafts(cost, o, steps, 0, &drafted, true);
+  const double t = per_token * steps * B, plain = plain_per_token * steps * B;  // every slot yields 1 token a step
   EXPECT_GT(drafted, 0);  // it did try
   EXPECT_LE(t, plain * (1 + o.explore_share) + o.explore_credit * cost.step_seconds(1) + 1e-9)
       << "the batch lost " << (t / plain - 1) * 100 << "% to batched plain decoding";
@@ -554,7 +512,7 @@ TEST(DraftController, OtherSlotsDraftsDoNotRaiseATokensWorth) {
 
 namespace {
 std::pair<double, double> batch_of_drafts(StepCostModel& cost, const AdaptiveOptions& o, int steps, int good,
-                                          int64_t* drafted) {
+                                          int64_t* drafted, bool two_classes) {
   const int B = 16;
   DraftLedger ledger;
   std::vector<std::unique_ptr<HintedStrategy>> s;
@@ -583,6 +541,7 @@ std::pair<double, double> batch_of_drafts(StepCostModel& cost, const AdaptiveOpt
       if (asleep[i]) {
         plans[i].reset(1);
       } else {
+        if (two_classes) s[i]->cls = step % 2;
         c[i]->choose(s[i]->draft_context(seq));
         s[i]->plan(seq, 1000, plans[i]);
       }
