@@ -142,7 +142,8 @@ def cmd_layouts(ref_path, csv_path, world, cores, latency_us, *specs):
     latency_us: the link latency the runs' modelled figures assumed (measured by strong-scaling.sh)."""
     world, cores, latency_us = int(world), int(cores), float(latency_us)
     # The modelled job tokens/s of every layout, from rank 0's start-up line of each run (src/cli/layout_model.cpp:
-    # the calibrated forward with the collective latency assumed there; groups of K > 1 with plain steps).
+    # the calibrated forward with the collective latency assumed there; every layout at the batch chosen, groups of
+    # K > 1 with plain steps).
     modelled = {}
     def read_modelled(log):
         for line in open(log, errors="replace"):

@@ -12,18 +12,17 @@
 #include "lookahead/util/clock.h"
 
 namespace la::cli {
-namespace {
-}  // namespace
-
-int choose_batch(const ForwardCostModel& f, int prompts, int64_t kv_rows, int64_t rows_per_request, std::string& line) {
+int choose_batch(const ForwardCostModel& f, int prompts, int64_t kv_rows, int64_t rows_per_request, double step_extra_s,
+                 std::string& line) {
+  const auto step = [&](int b) { return f.seconds(b) + step_extra_s; };
   int best = 1;
-  double best_rate = 1.0 / f.seconds(1);
+  double best_rate = 1.0 / step(1);
   char buf[64];
   std::snprintf(buf, sizeof buf, "1: %.0f", best_rate);
   line = buf;
   for (int b = 2; b <= 64; b *= 2) {
     if (b > prompts || int64_t(b) * rows_per_request > kv_rows) break;
-    const double rate = b / f.seconds(b);
+    const double rate = b / step(b);
     std::snprintf(buf, sizeof buf, ", %d: %.0f", b, rate);
     line += buf;
     if (rate < best_rate * 1.20) break;

@@ -29,10 +29,12 @@ struct BatchSetup {
 LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strategy& strategy,
                                 const BatchSetup& setup, RequestSource& src, BatchCounters* counters);
 
-// --batch auto: the number of requests in flight with the highest modelled job throughput B / f(B) over the
-// calibrated forward cost f (rows = requests, a plain step each), among 1, 2, 4, ..., 64, at most `prompts` and
-// what the KV budget holds; a doubling must gain at least 20% to be taken (latency grows with B). `line` receives
-// the modelled figures for the start-up line.
-int choose_batch(const ForwardCostModel& f, int prompts, int64_t kv_rows, int64_t rows_per_request, std::string& line);
+// --batch auto: the number of requests in flight with the highest modelled job throughput B / (f(B) + extra) over
+// the calibrated forward cost f (rows = requests, a plain step each) and a fixed cost per step (`step_extra_s`: the
+// collective latency of a lookahead-parallel group, whose every rank runs a row of every slot; 0 on one rank),
+// among 1, 2, 4, ..., 64, at most `prompts` and what the KV budget holds; a doubling must gain at least 20% to be
+// taken (latency grows with B). `line` receives the modelled figures for the start-up line.
+int choose_batch(const ForwardCostModel& f, int prompts, int64_t kv_rows, int64_t rows_per_request, double step_extra_s,
+                 std::string& line);
 
 }  // namespace la::cli

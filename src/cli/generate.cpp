@@ -54,16 +54,16 @@ int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
   return int64_t(c.layers) * 2 * c.kv_heads * c.head_dim * wtype_size(parse_dtype_name(dtype));
 }
 
-// --batch: 1 for a single --prompt, the number given, 1 under lookahead parallelism unless given (ranks or
-// --simulate-ranks: the batch's slots then live on every replica, each step's plans split across them), or auto:
-// the throughput choice over a plain calibration of the forward (batch_loop.h), for this group's share of the
-// prompts left.
+// --batch: 1 for a single --prompt, the number given, or auto: the throughput choice over a plain calibration of
+// the forward (batch_loop.h), for this group's share of the prompts left. Under lookahead parallelism (ranks or
+// --simulate-ranks) the batch's slots live on every replica and every part of a slot's plan holds its root, so each
+// rank runs a row per slot even in a plain step: the same choice, with the group's collective latency added to
+// every step (its draft rows are left to the adaptive controller, as on one rank).
 int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptRecord>& prompts,
                   const std::vector<char>& skip, StepModel& model, const Ranks& r,
                   std::optional<ForwardCostModel>& calibrated) {
   if (o.has_prompt) return 1;  // one stream
   if (o.batch_size > 0) return o.batch_size;
-  if (ranks > 1 || o.simulate_ranks > 0) return 1;  // auto under LP: not modelled, one request per step
   int left = 0;
   int64_t rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i)
@@ -76,7 +76,8 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   calibrated = f;
   const int64_t kv = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(model.config(), o.load.dtype) : INT64_MAX;
   std::string line;
-  const int b = choose_batch(f, left, kv, rows / left, line);
+  const double extra = ranks > 1 ? o.collective_latency_us * 1e-6 : 0.0;  // the assumed latency (0 unless given)
+  const int b = choose_batch(f, left, kv, rows / left, extra, line);
   if (!o.quiet) std::cerr << (r.tag + "batch " + std::to_string(b) + " (auto; " + line + ")\n");
   return b;
 }

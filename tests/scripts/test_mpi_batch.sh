@@ -4,6 +4,7 @@
 #   1. every record's ids equal a one-process --batch 1 run's, for lade and trie with fixed drafts (the partition
 #      splits their trees), suffix with adaptive drafting, and prompts fed in small chunks (--prefill-chunk 5);
 #      and 4 ranks as 2 groups of 2, each batching (--batch 2); and in one process over 3 simulated replicas;
+#      --batch auto on the group prints its choice and the layout line priced at it, and the same ids;
 #   2. SIGTERM mid-job (launch/mpirun.sh forwards it): status 143, valid records equal to the reference's, and
 #      --resume (the same LP batch) completes exactly the reference's records;
 #   3. SIGSTOP of the LP worker mid-job with --rank-timeout 5: rank 0 names it, non-zero exit, no hang.
@@ -60,6 +61,23 @@ elif why=$(same_records "$T/trie.ref.jsonl" "$T/trie.2x2.jsonl" count=12 2>&1); 
   ok "trie, 2 groups of 2, --batch 2: every record's ids equal one process's --batch 1"
 else
   bad "trie, 2 groups of 2, --batch 2: $why"
+fi
+
+# --batch auto on a group of 2 chooses as on one rank (the choice printed, the layout line priced at it), same ids.
+loud=(); for a in "${common[@]}"; do [ "$a" = --quiet ] || loud+=("$a"); done
+timeout 300 "${MPI[@]}" "$BIN" "${loud[@]}" --lp-size 2 --comm mpi --output "$T/trie.auto.jsonl" \
+  >"$T/log" 2>&1
+rc=$?
+if [ $rc != 0 ]; then
+  bad "trie, 1 group of 2, --batch auto: exit $rc"; tail -n 8 "$T/log" | sed 's/^/    /'
+elif ! grep -q "batch [0-9]* (auto; modelled plain tokens/s" "$T/log"; then
+  bad "trie, 1 group of 2, --batch auto: no choice printed"; grep -i "batch\|layout" "$T/log" | sed 's/^/    /'
+elif ! grep -q "modelled job tokens/s by layout (groups x ranks each, batch [0-9]* each" "$T/log"; then
+  bad "trie, 1 group of 2, --batch auto: the layout line does not price the batch"; grep layout "$T/log"
+elif why=$(same_records "$T/trie.ref.jsonl" "$T/trie.auto.jsonl" count=12 2>&1); then
+  ok "trie, 1 group of 2, $(grep -o 'batch [0-9]* (auto' "$T/log"): every record's ids equal --batch 1"
+else
+  bad "trie, 1 group of 2, --batch auto: $why"
 fi
 
 # 2. SIGTERM mid-job, then --resume.
