@@ -47,17 +47,6 @@ struct GemmCfg {
   static_assert(bytes <= 48 * 1024, "fits the default dynamic shared memory (no opt-in attribute needed)");
 };
 
-struct GemmParams {
-  int M, N, K;
-  const void* x;
-  int64_t ldx;
-  const void* w;
-  int64_t ldw;
-  const void* bias;
-  void* y;
-  int64_t ldy;
-  bool vec;  // 16-byte copies allowed (x, w and their row pitches 16-byte aligned)
-};
 
 // Copies rows [row0, row0 + ROWS) x k [k0, k0 + BK) of src (row pitch ld) into a stage tile; rows >= nrows and
 // k >= K are zero-filled. Vector path: 16-byte cp.async (a chunk crossing K copies its valid bytes, the rest is
@@ -83,7 +72,7 @@ __device__ __forceinline__ void load_stage(E* dst, const E* src, int64_t ld, int
 }
 
 template <class E>
-__global__ void __launch_bounds__(128) gemm_rows_kernel(const GemmParams p) {
+__global__ void __launch_bounds__(128) gemm_rows_kernel(const LinearArgs p, const bool vec) {
   using C = GemmCfg<E>;
   constexpr int BM = C::BM, BN = C::BN, BK = C::BK;
   LA_DYNAMIC_SMEM(unsigned char, smem, 128);
@@ -95,8 +84,8 @@ __global__ void __launch_bounds__(128) gemm_rows_kernel(const GemmParams p) {
   auto sx = [&](int s) { return reinterpret_cast<E*>(smem + s * C::stageBytes); };
   auto sw = [&](int s) { return reinterpret_cast<E*>(smem + s * C::stageBytes + C::xBytes); };
   auto load = [&](int t) {
-    load_stage<E, BM>(sx(t % C::kStages), x, p.ldx, r0, p.M, t * BK, p.K, p.vec);
-    load_stage<E, BN>(sw(t % C::kStages), w, p.ldw, n0, p.N, t * BK, p.K, p.vec);
+    load_stage<E, BM>(sx(t % C::kStages), x, p.ldx, r0, p.M, t * BK, p.K, vec);
+    load_stage<E, BN>(sw(t % C::kStages), w, p.ldw, n0, p.N, t * BK, p.K, vec);
   };
 
   // fp32 accumulators (only one set is used per element type; the other is dead code the compiler drops).
@@ -210,14 +199,14 @@ cudaError_t launch_linear_fixed(const LinearArgs& a, cudaStream_t s) {
   const int64_t es = int64_t(dtype_size(a.dt));
   auto misaligned = [&](const void* q) { return (reinterpret_cast<uintptr_t>(q) % uintptr_t(es)) != 0; };
   if (misaligned(a.x) || misaligned(a.w) || misaligned(a.y) || misaligned(a.bias)) return cudaErrorInvalidValue;
-  GemmParams p{a.M, a.N, a.K, a.x, a.ldx, a.w, a.ldw, a.bias, a.y, a.ldy, false};
-  p.vec = aligned16(a.x) && aligned16(a.w) && (a.ldx * es) % 16 == 0 && (a.ldw * es) % 16 == 0;
+  // 16-byte copies allowed: x, w and their row pitches 16-byte aligned.
+  const bool vec = aligned16(a.x) && aligned16(a.w) && (a.ldx * es) % 16 == 0 && (a.ldw * es) % 16 == 0;
   return dispatch_dtype(a.dt, [&](auto tag) {
     using E = decltype(tag);
     using C = GemmCfg<E>;
     const int64_t gm = (int64_t(a.M) + C::BM - 1) / C::BM, gn = (int64_t(a.N) + C::BN - 1) / C::BN;
     if (gn > 65535) return cudaErrorInvalidValue;  // grid.y limit
-    LA_LAUNCH(dim3(unsigned(gm), unsigned(gn)), C::kThreads, C::bytes, s, gemm_rows_kernel<E>)(p);
+    LA_LAUNCH(dim3(unsigned(gm), unsigned(gn)), C::kThreads, C::bytes, s, gemm_rows_kernel<E>)(a, vec);
     return cudaGetLastError();
   });
 }
