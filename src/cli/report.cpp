@@ -200,7 +200,7 @@ void print_batch_summary(const std::string& tag, int batch, const BatchCounters&
     << " in flight";
   if (c.draft_paid_s > 0)
     l << "; drafting " << (c.draft_gain_s >= 0 ? "gained " : "lost ") << 100.0 * std::abs(c.draft_gain_s) / c.draft_paid_s
-      << "% of the step time over batched plain steps (predicted)";
+      << "% of the step time over batched plain steps (draft rows as measured)";
   if (refused > 0) l << "; " << refused << " prompt(s) refused (--kv-memory)";
   std::cerr << l.str() + "\n";
 }

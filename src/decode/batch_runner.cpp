@@ -210,7 +210,15 @@ void BatchRunner::step() {
   const double t0 = cost_ ? cost_->now() : 0.0;
   if (replicas_) replicas_->run_staged();
   else model_.forward_batch(items_.data(), static_cast<int>(items_.size()));
-  if (cost_) cost_->observe_forward(rows, cost_->now() - t0);
+  // The draft rows' measured excess over this step as a plain step (the controllers' ledger: draft_controller.h,
+  // "Measured rows"), shared by the slots in proportion to their draft rows; read before the model learns it.
+  const int draft_rows = rows - chunk_rows - decoding;
+  double excess_per_row = 0;
+  if (cost_) {
+    const double fwd_s = cost_->now() - t0;
+    if (draft_rows > 0) excess_per_row = (fwd_s - cost_->step_seconds(rows - draft_rows)) / draft_rows;
+    cost_->observe_forward(rows, fwd_s);
+  }
   ++counters_.steps;
   counters_.rows += rows;
   counters_.slot_steps += decoding;
@@ -228,6 +236,7 @@ void BatchRunner::step() {
     }
     if (replicas_) replicas_->collect_slot(i, s.runner->results_buffer());
     else s.exec->collect(s.exec->forward_out(), s.runner->results_buffer());
+    if (s.controller && draft_rows > 0) s.controller->measured_extra(excess_per_row * (s.staged_rows - 1));
     s.last_tokens = s.runner->finish_step();
     if (s.runner->done()) finished_.push_back(i);
   }

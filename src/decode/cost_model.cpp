@@ -23,52 +23,75 @@ double cost_clock_seconds(CostClock c) {
 const char* cost_clock_name(CostClock c) { return c == CostClock::ThreadCpu ? "thread-cpu" : "wall"; }
 
 ForwardCostModel::ForwardCostModel(int max_tokens, double seconds_each) {
-  LA_CHECK(max_tokens >= 1, "cost model: max_tokens must be >= 1 (got ", max_tokens, ")");
+  LA_CHECK(max_tokens >= 1 && max_tokens <= 4096, "cost model: max_tokens must be in 1..4096 (got ", max_tokens, ")");
   LA_CHECK(seconds_each > 0, "cost model: bucket time must be > 0");
-  for (int b = 1; b < max_tokens; b *= 2) buckets_.push_back(b);
+  for (int b = 1; b < max_tokens; b *= 2) {
+    buckets_.push_back(b);
+    if (b >= 4 && b <= 64 && b + 1 < max_tokens) buckets_.push_back(b + 1);  // a batch's first draft row
+  }
   buckets_.push_back(max_tokens);
-  secs_.assign(buckets_.size(), seconds_each);
+  secs_.assign(max_tokens, seconds_each);
+  floor_ = secs_;
+  anchor_.assign(max_tokens, 0);
+  for (int b : buckets_) anchor_[b - 1] = 1;
 }
 
-void ForwardCostModel::set(int bucket, double seconds) {
+void ForwardCostModel::set(int tokens, double seconds) {
   LA_CHECK(std::isfinite(seconds) && seconds > 0, "cost model: bucket time must be finite and > 0");
-  for (size_t i = 0; i < buckets_.size(); ++i)
-    if (buckets_[i] == bucket) { secs_[i] = seconds; return; }
-  fail("cost model: ", bucket, " is not a bucket");
+  LA_CHECK(tokens >= 1 && tokens <= max_tokens(), "cost model: ", tokens, " tokens is outside 1..", max_tokens());
+  secs_[tokens - 1] = seconds;
+  anchor_[tokens - 1] = 1;
+  refill();
 }
 
-namespace {
-// Segment i (between buckets i and i+1) holding `t`, and the weight of bucket i+1. One bucket: segment 0, w 0.
-std::pair<size_t, double> locate(const std::vector<int>& b, double t) {
-  if (b.size() == 1 || t <= b.front()) return {0, 0.0};
-  size_t i = std::upper_bound(b.begin(), b.end(), t) - b.begin();  // first bucket > t
-  if (i >= b.size()) i = b.size() - 1;                             // beyond the last: extrapolate
-  const size_t lo = i - 1;
-  return {lo, (t - b[lo]) / double(b[i] - b[lo])};
+void ForwardCostModel::refill() {
+  const int n = max_tokens();
+  int lo = -1;  // the last anchor seen
+  for (int i = 0; i < n; ++i) {
+    if (!anchor_[i]) continue;
+    for (int j = lo + 1; j < i; ++j)  // before the first anchor: its value; between two: linear
+      secs_[j] = lo < 0 ? secs_[i] : secs_[lo] + (secs_[i] - secs_[lo]) * double(j - lo) / double(i - lo);
+    lo = i;
+  }
+  for (int j = lo + 1; lo >= 0 && j < n; ++j) secs_[j] = secs_[lo];
+  double m = 0;
+  for (int i = 0; i < n; ++i) floor_[i] = m = std::max(m, secs_[i]);
 }
-}  // namespace
 
 double ForwardCostModel::seconds(double tokens) const {
-  const auto [i, w] = locate(buckets_, tokens);
-  if (buckets_.size() == 1) return secs_[0] * std::max(1.0, tokens / buckets_[0]);
-  const double v = secs_[i] + w * (secs_[i + 1] - secs_[i]);
-  // A forward of more tokens never costs less than one of fewer: noisy buckets (a preempted calibration forward)
-  // must not make a draft look cheaper than a plain step.
-  double floor = 0;
-  for (size_t j = 0; j <= i && j < secs_.size(); ++j) floor = std::max(floor, secs_[j]);
-  return std::max({v, floor, 1e-9});
+  const int n = max_tokens();
+  const double t = std::max(1.0, tokens);
+  double v;
+  if (t >= n) {  // at or beyond the end: the last two anchors' slope
+    v = floor_[n - 1];
+    if (buckets_.size() > 1 && t > n) {
+      const int a = buckets_[buckets_.size() - 2];
+      v += std::max(0.0, (secs_[n - 1] - secs_[a - 1]) / double(n - a)) * (t - n);
+    } else if (buckets_.size() == 1) {
+      v *= t / n;
+    }
+  } else {
+    const int i = static_cast<int>(t);  // 1 <= i < n
+    const double w = t - i;
+    // A forward of more tokens never costs less than one of fewer: noisy entries (a preempted calibration
+    // forward) must not make a draft look cheaper than a plain step.
+    v = std::max(secs_[i - 1] + w * (secs_[i] - secs_[i - 1]), floor_[i - 1]);
+  }
+  return std::max(v, 1e-9);
 }
 
 void ForwardCostModel::observe(int tokens, double seconds) {
   if (frozen_ || tokens < 1 || !(seconds > 0) || !std::isfinite(seconds)) return;
   ++observations_;
-  const double pred = this->seconds(tokens);
-  const double lr = std::log(std::clamp(seconds / pred, 0.25, 4.0));
-  const auto [i, w0] = locate(buckets_, tokens);
-  const double w = std::min(w0, 1.0);  // extrapolated observations update the last bucket only
-  if (buckets_.size() == 1) { secs_[0] *= std::exp(alpha_ * lr); return; }
-  secs_[i] *= std::exp(alpha_ * (1 - w) * lr);
-  secs_[i + 1] *= std::exp(alpha_ * w * lr);
+  const double lr = std::log(std::clamp(seconds / this->seconds(tokens), 0.25, 4.0));
+  const int n = max_tokens();
+  const int i = std::min(tokens, n) - 1;  // beyond the end: the last entry only
+  // The entry of this size, and its neighbours within kSpread by half as much per step away.
+  const int lo = std::max(0, i - kSpread), hi = std::min(n - 1, i + kSpread);
+  for (int j = lo; j <= hi; ++j) secs_[j] *= std::exp(alpha_ * lr * std::ldexp(1.0, -std::abs(j - i)));
+  anchor_[i] = 1;
+  double m = lo > 0 ? floor_[lo - 1] : 0;
+  for (int j = lo; j < n; ++j) floor_[j] = m = std::max(m, secs_[j]);
 }
 
 double StepCostModel::part_tokens(double plan_tokens) const {

@@ -327,7 +327,10 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   ledger_->held_s -= held_s_;
   held_s_ = 0;
   const double accepted = static_cast<double>(path_ranks_.size());
-  const double fwd = plain_s_ + extra_s(r + s_.lookahead_nodes(model_.ladder()[level_]));
+  const double priced = extra_s(r + s_.lookahead_nodes(model_.ladder()[level_]));
+  const double c = 0.15 * plain_s_;
+  const double fwd = plain_s_ + (measured_ ? std::clamp(measured_extra_, priced - c, 4 * priced + c) : priced);
+  measured_ = false;
   const double host_s = opt_.host_overhead ? std::max(0.0, host_seconds) : 0.0;
   ledger_->gain_s += accepted * price_s_ - (fwd + host_s - plain_s_);
   const double paid = share(fwd + host_s, accepted);

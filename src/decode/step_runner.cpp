@@ -68,6 +68,7 @@ void StepRunner::begin_state(const std::vector<int32_t>& prompt, const StepLimit
 int StepRunner::step() {
   plan_step();
   exec_.run(seq_, plan_, results_);
+  timed_ = true;  // finish_step reads the forward's time (h2_ - h1_) for the ledger
   const int kept = finish_step();
   if (controller_ && !asleep_) exec_.observe_cost(controller_->cost_model(), h2_ - h1_);
   return kept;
@@ -112,6 +113,10 @@ int StepRunner::finish_step() {
   RequestStats& st = stats_;
   const auto t2 = Clock::now();
   h2_ = controller_ && !asleep_ ? controller_->now() : 0.0;
+  // A lone step: what its draft rows added to the forward, measured (draft_controller.h, "Measured rows").
+  if (timed_ && controller_ && !asleep_ && plan_.size() > 1)
+    controller_->measured_extra(h2_ - h1_ - controller_->cost_model().step_seconds(1));
+  timed_ = false;
   if (verifier_) verdict_ = verifier_(plan_, results_);
   else verify_plan(plan_, results_, verdict_);
   const auto t3 = Clock::now();

@@ -3,19 +3,27 @@
 // (draft_controller.h) asks it "what does a plan of T tokens cost" and nothing else.
 //
 // Design (why this shape):
-// * Per-replica forward time f(T) is stored at buckets T = 1, 2, 4, ..., 256 (the sizes the GPU path pads step
-//   graphs to, and enough resolution for the CPU, where f is close to affine between powers of two) and read
-//   piecewise-linearly between buckets; beyond the last bucket it is extrapolated with the last segment's slope.
-//   Reads are floored by every smaller bucket (the cost never decreases with T), so one noisy bucket cannot make
-//   a larger plan look cheaper than a smaller one.
-//   A parametric fit (a + bT) would miss the knees measured here (README: 16 -> 64 tokens is flat-ish, 64 -> 128
-//   triples) and a GPU's plateau.
-// * Calibration (cost_calibration.h) sets the buckets from a few timed forwards at load. After that every real
-//   forward (executor side: LocalExecutor, so every replica of a ParallelExecutor) feeds observe(T, seconds),
-//   which moves the two neighbouring buckets toward the observation multiplicatively (an EWMA of the log ratio
-//   measured/predicted, split by the interpolation weights). Log-space and a clamped ratio keep one stall of
-//   this shared machine (another process building) from wrecking the model; alpha sets the memory (default
-//   1/20: a step in speed is tracked within a few dozen steps).
+// * Per-replica forward time f(T) is a table of every T = 1 .. max_tokens (256 at most), read linearly between
+//   integers and beyond the end with the slope of the last two anchors; reads are floored by every smaller T (the
+//   cost never decreases with T), so one noisy entry cannot make a larger plan look cheaper than a smaller one.
+//   One entry per size, because the measured curves are staircases that a coarser grid averages away: the CPU
+//   GEMM runs 4-row tiles, so a batch of 16 plus one draft row costs a new tile (SmolLM2 fp32, 2 threads: 16 -> 17
+//   rows +10%, 17 -> 19 +2%), and the CUDA step program pads a step to its graph bucket (1, 8, 16, 32, ...), so
+//   17 tokens cost what 32 do. With entries only at powers of two, read linearly, 17 rows were priced at f(16) plus
+//   1/16 of f(32) - f(16), and a 17-row step's time was booked mostly against bucket 16: the plain step of a batch
+//   of 16 looked dearer and its draft rows cheaper than they are, and drafting that lost 10% to plain decoding at
+//   --batch 4 was booked as a 0.3% gain.
+// * Calibration (cost_calibration.h) times the anchors (buckets(): 1, 2, 4, 8, ... and one past each power of two
+//   from 4 to 64, where a batch's first draft row lands) and sets the sizes between them by linear interpolation.
+//   After that every real forward (executor side: LocalExecutor, so every replica of a ParallelExecutor) feeds
+//   observe(T, seconds): the entry of T moves toward the observation (an EWMA of the log ratio measured/predicted,
+//   alpha), and its neighbours within 4 sizes by half as much per size away (so sizes not run lately follow the
+//   ones beside them; the observed sizes still converge to their own times, the spread being a positive-definite
+//   kernel). Not a scale shared by every size: calibration's errors depend on the size (it runs at a short
+//   context), and a shared scale fitted on the sizes drafts run inflated the rest; with the monotone floor, the
+//   plain step of --batch 8 was read at the cost of 16 rows and drafting lost 11%. Log-space and a clamped ratio
+//   keep one stall of this shared machine (another process building) from wrecking the model; alpha sets the
+//   memory (default 1/20: a step in speed is tracked within a few dozen steps).
 // * K ranks (lookahead parallelism): a step of T plan tokens costs the slowest rank's part plus the collective
 //   latency: f(ceil(T * imbalance / K)) + latency. `imbalance` (max part tokens / (T / K), >= 1: LADE columns
 //   travel with the level-0 prefix they depend on, pending chains are re-fed) and `latency` are EWMAs of what
@@ -29,6 +37,7 @@
 //   than pays). The set-up picks it (generate: cpu device and --threads 1 -> ThreadCpu).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace la {
@@ -40,13 +49,17 @@ const char* cost_clock_name(CostClock c);
 
 class ForwardCostModel {
  public:
-  // Buckets 1, 2, 4, ... up to max_tokens (max_tokens itself included), every bucket at `seconds_each`.
+  // Entries 1 .. max_tokens, every one at `seconds_each`; anchors (buckets()) 1, 2, 4, ..., max_tokens and 5, 9,
+  // 17, 33, 65 below it.
   explicit ForwardCostModel(int max_tokens = 256, double seconds_each = 1e-3);
+  // The sizes calibration times (increasing; max_tokens last).
   const std::vector<int>& buckets() const { return buckets_; }
-  // Sets a bucket's time (calibration, tests). `bucket` must be one of buckets().
-  void set(int bucket, double seconds);
+  int max_tokens() const { return static_cast<int>(secs_.size()); }
+  // Sets the time of `tokens` (1 .. max_tokens; calibration, tests) and makes it an anchor: the sizes between
+  // anchors are re-interpolated (linearly; past the last anchor: its value).
+  void set(int tokens, double seconds);
   // The stored time of bucket i (before the monotone floor).
-  double bucket_seconds(size_t i) const { return secs_[i]; }
+  double bucket_seconds(size_t i) const { return secs_[buckets_[i] - 1]; }
   // Predicted seconds of a forward of `tokens` (>= 1; fractional values interpolate).
   double seconds(double tokens) const;
   // A measured forward of `tokens` took `seconds`: moves the model toward it (unless frozen).
@@ -57,8 +70,12 @@ class ForwardCostModel {
   long observations() const { return observations_; }
 
  private:
+  void refill();  // the non-anchors between anchors, and the running max
   std::vector<int> buckets_;
-  std::vector<double> secs_;
+  std::vector<double> secs_;     // entry t - 1: seconds of t tokens
+  std::vector<double> floor_;    // entry t - 1: max of secs_ up to it
+  std::vector<uint8_t> anchor_;  // set() or observed: never re-interpolated
+  static constexpr int kSpread = 4;  // neighbours an observation moves (by 2^-distance of its step)
   double alpha_ = 0.05;
   bool frozen_ = false;
   long observations_ = 0;

@@ -73,6 +73,14 @@
 // batched step), nothing where a row costs a whole token. Where the best possible draft barely pays, drafting may
 // barely lose: with the full 2% at every step size, the default lost 2-5% to batched plain decoding at --batch 16.
 //
+// Measured rows: the ledger books a drafted step's rows at what they were measured to add to the forward (the
+// runner's timed forward minus the cost model's plain step of that size), not at the cost model's price, when the
+// runner gives it (measured_extra). So the bound on what drafting loses holds in real time even where the model
+// is wrong in a way it cannot learn: on SmolLM2 at --batch 4 the model read the 17-row forwards at 53 ms where they
+// took 56, booked "drafting gained 0.3%", and the job ran at 0.90x plain. One step's reading is clamped to the
+// model's price minus, and four times it plus, 15% of the plain step (a preempted forward is not all the drafts'
+// doing); the choice itself still scores levels on the model, which each forward keeps learning.
+//
 // Determinism: only which draft is proposed depends on timings; the verifier accepts exactly the tokens plain
 // decoding would produce (greedy) or the position-keyed samples (sampling), whatever the budget.
 #pragma once
@@ -144,6 +152,13 @@ class DraftController {
   const DraftLedger& ledger() const { return *ledger_; }
   // Chooses the budget of the next step (whose context class the strategy gave) and sets it on the strategy.
   int choose(int context = 0);
+  // What the coming observe()'s step's draft rows were measured to add to the forward: the timed forward minus the
+  // cost model's plain step (a batch: the batch's excess over its plain rows, this slot's share by its draft rows).
+  // The ledger then books it (see the header, "Measured rows") instead of the cost model's price.
+  void measured_extra(double seconds) {
+    measured_extra_ = seconds;
+    measured_ = true;
+  }
   // The step planned after the last choose(): the plan run and its verdict (as verified, before eos/length cuts),
   // and the host seconds of the step outside the forward.
   void observe(const StepPlan& plan, const Verdict& verdict, double host_seconds);
@@ -206,6 +221,8 @@ class DraftController {
   double plain_s_ = 0;   // the coming step's forward as a plain step (no strategy: the ledger's baseline)
   double price_s_ = 0;   // token_price() of the coming step
   double held_s_ = 0;    // what this controller's chosen draft holds in the ledger until observed
+  double measured_extra_ = 0;  // measured_extra(), for the next observe() only
+  bool measured_ = false;
   double share(double step_s, double accepted) const;  // this request's share of a step's seconds
   void settle();         // after the ledger moved: sleep when its room ran out, wake when it refilled
   std::vector<int64_t> since_probe_;  // per context class

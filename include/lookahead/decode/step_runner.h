@@ -108,6 +108,7 @@ class StepRunner {
   std::vector<int32_t> path_;  // the accepted path cut to the tokens kept
   std::chrono::steady_clock::time_point t0_, t1_;  // the step's start and the end of its planning
   double h0_ = 0, h1_ = 0, h2_ = 0;                // the same on the cost model's clock (+ the forward's end)
+  bool timed_ = false;  // step(): this runner timed the forward itself (not a batch), so h2_ - h1_ is it
   bool asleep_ = false;  // this step ran without the strategy (the controller's dormancy)
 };
 
