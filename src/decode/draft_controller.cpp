@@ -340,6 +340,7 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
 }
 
 void DraftController::observe_dormant() {
+  measured_ = false;  // a batch gives every slot its share, asleep or not
   plain_s_ = base_s();
   const double paid = share(plain_s_, 0);
   ledger_->paid_s += paid;

@@ -38,7 +38,8 @@
 // requests) plan the largest budget that costs at most `warmup_cost` plain steps, measuring every level below it
 // at once (on a flat cost: the largest budget; on a steep one a 65-token step would cost four plain steps).
 // The ledger (a bound on what drafting can lose): every drafted step's realized gain over a plain step, in the
-// cost model's seconds: its accepted tokens at a plain step's price per token, minus its extra rows' price.
+// cost model's seconds: its accepted tokens at a plain step's price per token, minus what its extra rows cost (as
+// measured where the runner timed the forward, below: "Measured rows"; else the model's price).
 // A draft (warm-up, probe or choice alike) is planned only if its loss should nothing be accepted fits in the
 // ledger plus `explore_share` of all steps' time (this request's share of batched steps) plus `explore_credit`
 // lone plain steps; otherwise the best level that fits (often plain) runs. So drafting can lose at most a few
