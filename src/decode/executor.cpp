@@ -41,6 +41,7 @@ const StepInput& LocalExecutor::stage(const std::vector<int32_t>& seq, const Ste
     in_.positions.push_back(in_.positions[p] + 1);
     in_.parents.push_back(p);
   }
+  in_.first_output = P - 1;  // collect() reads the root's result and the plan's, not the pending chain's
   pending_ = P;
   plan_nodes_ = n;
   last_tokens_ = static_cast<int>(in_.tokens.size());
@@ -80,6 +81,7 @@ const StepInput& LocalExecutor::stage_prefill(const std::vector<int32_t>& seq, i
     in_.positions.push_back(L + i);
     in_.parents.push_back(i - 1);
   }
+  in_.first_output = c;  // a prompt chunk chooses no next token
   pending_ = 0;
   plan_nodes_ = 0;
   last_tokens_ = c;

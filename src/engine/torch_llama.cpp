@@ -49,6 +49,27 @@ void check_step(const StepInput& in, const ModelConfig& cfg) {
              " outside [0, ", cfg.max_positions, ")");
     LA_CHECK(in.parents[i] >= -1 && in.parents[i] < i, "forward: token ", i, " has invalid parent ", in.parents[i]);
   }
+  LA_CHECK(in.first_output >= 0 && in.first_output <= T, "forward: first output row ", in.first_output,
+           " outside [0, ", T, "]");
+}
+
+// The first row whose next token is chosen: StepInput::first_output, or 0 when the caller reads every row's logits.
+int first_output(const StepInput& in, const std::vector<float>* logits) { return logits ? 0 : in.first_output; }
+
+// Rows before the first output choose no next token, on every backend (the CPU kernels do not compute them; the
+// others do, and their results are dropped so that no caller can come to read them).
+void drop_unread(const StepInput& in, std::vector<int32_t>& out) {
+  for (int t = 0; t < in.first_output && t < static_cast<int>(out.size()); ++t) out[t] = -1;
+}
+
+// Samples rows first .. T-1 (first < T) of a step from their logits (rows of `lg`, one after another) into out[first ..].
+void sample_rows(const float* lg, int first, const StepInput& in, int vocab, const SampleParams& sp,
+                 std::vector<int32_t>& out) {
+  const int T = static_cast<int>(in.tokens.size());
+  const at::Tensor logits = at::from_blob(const_cast<float*>(lg), {T - first, vocab}, at::kFloat);
+  const std::vector<int32_t> pos(in.positions.begin() + first, in.positions.end());
+  const std::vector<int32_t> got = to_host_ids(sample_tokens(logits, pos, sp));
+  std::copy(got.begin(), got.end(), out.begin() + first);
 }
 
 WType wtype_of(at::ScalarType t) {
@@ -181,29 +202,35 @@ class TorchLlama final : public StepModel {
       const int R = step_bucket(T);  // padding rows write K/V past the step too
       if (L + R > cache_.capacity()) alloc_cache(grown_capacity(L + R), /*keep=*/L);
       cf_->run(in, L, cache_.capacity());
-      if (sp.greedy() && !logits_out) return cf_->argmax_to_host(T);
-      at::Tensor logits = cf_->logits(T).to(at::kFloat);
-      std::vector<int32_t> out =
-          sp.greedy() ? cf_->argmax_to_host(T) : to_host_ids(sample_tokens(logits, in.positions, sp));
-      if (logits_out) copy_logits(logits, logits_out);
+      std::vector<int32_t> out;
+      if (sp.greedy() && !logits_out) {
+        out = cf_->argmax_to_host(T);
+      } else {
+        at::Tensor logits = cf_->logits(T).to(at::kFloat);
+        out = sp.greedy() ? cf_->argmax_to_host(T) : to_host_ids(sample_tokens(logits, in.positions, sp));
+        if (logits_out) copy_logits(logits, logits_out);
+      }
+      drop_unread(in, out);
       return out;
     }
 #endif
     if (cpu_) {
-      const float* lg = cpu_->run(in, L);
-      std::vector<int32_t> out(T);
+      const int first = first_output(in, logits_out);
+      cpu_->run(in, L, first);
+      std::vector<int32_t> out(T, -1);
       if (sp.greedy()) {
         cpu_->argmax(T, out.data());
-      } else {
-        const at::Tensor logits = at::from_blob(const_cast<float*>(lg), {T, w_->cfg.vocab}, at::kFloat);
-        out = to_host_ids(sample_tokens(logits, in.positions, sp));
+      } else if (first < T) {
+        sample_rows(cpu_->logits_row(first), first, in, w_->cfg.vocab, sp, out);
       }
-      if (logits_out) logits_out->assign(lg, lg + size_t(T) * w_->cfg.vocab);
+      if (logits_out) logits_out->assign(cpu_->logits_row(0), cpu_->logits_row(0) + size_t(T) * w_->cfg.vocab);
+      drop_unread(in, out);
       return out;
     }
     at::Tensor logits = reference_forward(*w_, rope_, cache_, in, L);  // [T, V] fp32
     std::vector<int32_t> out = to_host_ids(sp.greedy() ? logits.argmax(-1) : sample_tokens(logits, in.positions, sp));
     if (logits_out) copy_logits(logits, logits_out);
+    drop_unread(in, out);
     return out;
   }
 
@@ -231,21 +258,24 @@ class TorchLlama final : public StepModel {
       const int T = static_cast<int>(items[i].in->tokens.size());
       if (m->len_ + T > m->cache_.capacity()) m->alloc_cache(m->grown_capacity(m->len_ + T), /*keep=*/m->len_);
       m->step_len_ = T;
-      segs_[i] = CpuSegment{items[i].in, &m->cpu_->cache(), m->len_};
+      segs_[i] = CpuSegment{items[i].in, &m->cpu_->cache(), m->len_, first_output(*items[i].in, items[i].logits)};
     }
-    const float* lg = cpu_->run(segs_.data(), n);
+    cpu_->run(segs_.data(), n);
     for (int i = 0, row = 0; i < n; ++i) {
-      const int T = static_cast<int>(items[i].in->tokens.size());
+      const StepInput& in = *items[i].in;
+      const int T = static_cast<int>(in.tokens.size()), first = segs_[i].first_output;
       std::vector<int32_t>& out = *items[i].out;
-      out.resize(T);
+      out.assign(T, -1);
       if (items[i].sp->greedy()) {
         cpu_->argmax(T, out.data(), row);
-      } else {
-        const at::Tensor logits =
-            at::from_blob(const_cast<float*>(lg) + size_t(row) * w_->cfg.vocab, {T, w_->cfg.vocab}, at::kFloat);
-        out = to_host_ids(sample_tokens(logits, items[i].in->positions, *items[i].sp));
+      } else if (first < T) {
+        sample_rows(cpu_->logits_row(row + first), first, in, w_->cfg.vocab, *items[i].sp, out);
       }
-      if (items[i].logits) items[i].logits->assign(lg + size_t(row) * w_->cfg.vocab, lg + size_t(row + T) * w_->cfg.vocab);
+      if (items[i].logits) {
+        const float* lg = cpu_->logits_row(row);
+        items[i].logits->assign(lg, lg + size_t(T) * w_->cfg.vocab);
+      }
+      drop_unread(in, out);
       row += T;
     }
   }
@@ -293,6 +323,7 @@ class TorchLlama final : public StepModel {
           if (!greedy) out = to_host_ids(sample_tokens(logits, items[k].in->positions, *items[k].sp));
           if (items[k].logits) copy_logits(logits, items[k].logits);
         }
+        drop_unread(*items[k].in, out);
         row += T;
       }
       i = j;

@@ -17,7 +17,9 @@ StepInput StepInput::chain(const std::vector<int32_t>& tokens, int32_t start) {
 
 void append_chain(StepModel& m, const std::vector<int32_t>& tokens) {
   if (tokens.empty()) return;
-  m.forward(StepInput::chain(tokens, m.cache_len()), SampleParams{});
+  StepInput in = StepInput::chain(tokens, m.cache_len());
+  in.first_output = static_cast<int32_t>(tokens.size());  // no prompt row's next token is read
+  m.forward(in, SampleParams{});
   std::vector<int32_t> idx(tokens.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
   m.commit(idx);

@@ -305,14 +305,14 @@ TEST(StepAllocations, CpuForwardStepsAllocateNothing) {
     for (int T : {40, 1, 7, 32, 3, 1, 16}) steps.push_back(step(T, T % 2 == 1, 0));
     std::vector<int32_t> ids(64), commit{0, 2};
     int L = 0;
-    f.run(steps[0], L);  // warm-up: buffers grow to 40 rows and the longest key list
+    f.run(steps[0], L, 0);  // warm-up: buffers grow to 40 rows and the longest key list
     L += 40;
     g_allocs_all = 0;
     g_counting_all = true;
     for (size_t i = 1; i < steps.size(); ++i) {
       for (auto& p : steps[i].positions) p += L;
       const int T = int(steps[i].tokens.size());
-      f.run(steps[i], L);
+      f.run(steps[i], L, int(i % 3) * T / 2);  // every row's logits, the second half's, none (a prompt chunk)
       f.argmax(T, ids.data());
       if (T >= 3) {
         f.commit_rows(commit, L);

@@ -123,6 +123,54 @@ TEST(BatchForward, EveryItemsLogitsAreTheBitsOfItsForwardAlone) {
       }
 }
 
+// Rows without outputs (StepInput::first_output: a prompt chunk, a pending chain) get no final norm and no logits
+// on the CPU kernels; every other row's token must be the one of its step alone with every row's logits, greedy and
+// sampled, in a batch beside chunks and alone, and the skipped rows' results are -1. A forward that packed the
+// output rows' logits wrongly (a row reading another's norm, a segment's rows offset by the skipped ones) fails here.
+TEST(BatchForward, RowsWithoutOutputsLeaveEveryOtherRowsTokenAsWithAllLogits) {
+  for (const std::string& model : {stories(), std::string("random:tiny-gemma2:3")})
+    for (const char* dtype : {"fp32", "bf16"})
+      for (const bool greedy : {true, false}) {
+        auto base = load_model(model, dtype, "on", 2);
+        const int V = base->config().vocab;
+        std::mt19937 rng(11);
+        SampleParams sp;
+        if (!greedy) sp.temperature = 0.9f, sp.seed = 5;
+        // {cache length, step rows, first output}: a prompt chunk (no outputs) first, then trees with a pending
+        // chain, chunks between them, one lone token.
+        const int shapes[][3] = {{0, 24, 24}, {17, 9, 2}, {3, 1, 0}, {40, 30, 30}, {9, 12, 0}, {28, 13, 12}};
+        std::vector<std::unique_ptr<StepModel>> solo, batched;
+        std::vector<StepInput> steps, full;
+        for (auto [L, T, first] : shapes) {
+          solo.push_back(base->fork());
+          batched.push_back(base->fork());
+          std::vector<int32_t> ctx(L);
+          for (auto& x : ctx) x = int32_t(rng() % V);
+          append_chain(*solo.back(), ctx);
+          append_chain(*batched.back(), ctx);
+          full.push_back(random_tree(T, L, V, rng));
+          steps.push_back(full.back());
+          steps.back().first_output = first;
+        }
+        const int n = static_cast<int>(steps.size());
+        std::vector<std::vector<int32_t>> out(n);
+        std::vector<BatchItem> items;
+        for (int i = 0; i < n; ++i) items.push_back(BatchItem{batched[i].get(), &steps[i], &sp, &out[i], nullptr});
+        base->forward_batch(items.data(), n);
+        for (int i = 0; i < n; ++i) {
+          const auto want = solo[i]->forward(full[i], sp);  // every row's logits
+          const auto alone = solo[i]->forward(steps[i], sp);  // the same step alone, with its first output
+          for (int t = 0; t < int(want.size()); ++t) {
+            const int32_t expect = t < steps[i].first_output ? -1 : want[t];
+            ASSERT_EQ(out[i][t], expect) << model << " " << dtype << (greedy ? " greedy" : " sampled") << " item "
+                                         << i << " row " << t << " (batched)";
+            ASSERT_EQ(alone[t], expect) << model << " " << dtype << (greedy ? " greedy" : " sampled") << " item "
+                                        << i << " row " << t << " (alone)";
+          }
+        }
+      }
+}
+
 // Every strategy, every dtype: each request's ids in batches of 3 and 8 (shuffled arrival, prompts fed in chunks
 // of 5 between the others' steps) equal decoding it alone with plain greedy decoding.
 TEST(Batch, EveryStrategyAndDtypeEqualsDecodingAlone) {

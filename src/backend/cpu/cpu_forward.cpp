@@ -120,6 +120,7 @@ void CpuForward::grow(int T, int keys) {
     gu_.resize(T * 2 * I);
     act_.resize(T * I);
     logits_.resize(size_t(T) * cfg_.vocab);
+    logit_row_.resize(T);
     rows_ = T;
   }
   att_scratch_.reserve(pool_->size(), cfg_.heads / cfg_.kv_heads, keys);
@@ -188,12 +189,12 @@ void CpuForward::layer(int l, const CpuSegment* segs, int n, int T) {
   }
 }
 
-const float* CpuForward::run(const StepInput& in, int L) {
-  const CpuSegment seg{&in, &cache_, L};
-  return run(&seg, 1);
+void CpuForward::run(const StepInput& in, int L, int first_output) {
+  const CpuSegment seg{&in, &cache_, L, first_output};
+  run(&seg, 1);
 }
 
-const float* CpuForward::run(const CpuSegment* segs, int n) {
+void CpuForward::run(const CpuSegment* segs, int n) {
   const int H = cfg_.hidden;
   int T = 0, keys = 0;
   for (int s = 0; s < n; ++s) {
@@ -227,16 +228,45 @@ const float* CpuForward::run(const CpuSegment* segs, int n) {
     row += Ts;
   }
   for (int l = 0; l < cfg_.layers; ++l) layer(l, segs, n, T);
-  rms_norm_rows(*pool_, x_.data(), H, norm_.data(), T, H, float(cfg_.rms_eps), h_.data(), H);
-  gemm(*pool_, h_.data(), T, w_.lm_head, GemmOut{logits_.data(), cfg_.vocab, nullptr, false});
-  if (cfg_.final_softcap > 0) softcap_rows(*pool_, logits_.data(), cfg_.vocab, T, cfg_.vocab, float(cfg_.final_softcap));
-  return logits_.data();
+  // The final norm and the LM head over the rows with an output only, packed in step order: a prompt chunk's rows
+  // (no next token read) would spend a fifth to two thirds of their forward on logits nobody reads. Each output
+  // row's norm and logits are computed as in any other step (row-wise kernels), so the same bits.
+  int M = 0;
+  for (int s = 0, row = 0; s < n; ++s) {
+    const int Ts = static_cast<int>(segs[s].in->tokens.size());
+    const int first = std::clamp(segs[s].first_output, 0, Ts);
+    for (int t = 0; t < Ts; ++t) logit_row_[row + t] = t < first ? -1 : M++;
+    row += Ts;
+  }
+  for (int r = 0; r < T;) {  // runs of consecutive output rows: one norm call each
+    if (logit_row_[r] < 0) {
+      ++r;
+      continue;
+    }
+    int e = r + 1;
+    while (e < T && logit_row_[e] >= 0) ++e;
+    rms_norm_rows(*pool_, x_.data() + long(r) * H, H, norm_.data(), e - r, H, float(cfg_.rms_eps),
+                  h_.data() + long(logit_row_[r]) * H, H);
+    r = e;
+  }
+  if (M == 0) return;
+  gemm(*pool_, h_.data(), M, w_.lm_head, GemmOut{logits_.data(), cfg_.vocab, nullptr, false});
+  if (cfg_.final_softcap > 0) softcap_rows(*pool_, logits_.data(), cfg_.vocab, M, cfg_.vocab, float(cfg_.final_softcap));
+}
+
+const float* CpuForward::logits_row(int row) const {
+  const int c = logit_row_[row];
+  return c < 0 ? nullptr : logits_.data() + long(c) * cfg_.vocab;
 }
 
 void CpuForward::argmax(int T, int32_t* out, int row0) const {
   const int V = cfg_.vocab;
   for (int t = 0; t < T; ++t) {
-    const float* r = logits_.data() + long(row0 + t) * V;
+    const float* r = logits_row(row0 + t);
+    if (!r) {
+      out[t] = -1;
+      continue;
+    }
     int best = 0;
     for (int i = 1; i < V; ++i)
       if (r[i] > r[best] || (std::isnan(r[i]) && !std::isnan(r[best]))) best = i;

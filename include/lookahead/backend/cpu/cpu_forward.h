@@ -77,6 +77,7 @@ struct CpuSegment {
   const StepInput* in = nullptr;
   const CpuCache* cache = nullptr;
   int L = 0;
+  int first_output = 0;  // rows before it get no logits (StepInput::first_output; 0 when the caller reads them all)
 };
 
 class CpuForward {
@@ -90,15 +91,21 @@ class CpuForward {
   // The cache: per layer [capacity, kv_heads, head_dim] of the model's type (call again after reallocating).
   void set_cache(const std::vector<void*>& k, const std::vector<void*>& v, int capacity);
   const CpuCache& cache() const { return cache_; }
-  // Runs the step on L committed rows (writes K/V rows L .. L+T-1; the caller guarantees capacity) and returns the
-  // [T, vocab] fp32 logits, valid until the next run. Buffers grow to the largest step seen, never shrink.
-  const float* run(const StepInput& in, int L);
+  // Runs the step on L committed rows (writes K/V rows L .. L+T-1; the caller guarantees capacity). The logits of
+  // rows first_output .. T-1 are then read with logits_row(), valid until the next run. Buffers grow to the largest
+  // step seen, never shrink.
+  void run(const StepInput& in, int L, int first_output);
   // Several sequences (requests) in one forward: every GEMM runs over all their rows at once, each row's
-  // attention reads its own segment's cache and ancestors. Returns the [sum T, vocab] logits, segment by segment.
-  // A row's logits are the same bits as in a forward of its segment alone (the kernels' reduction orders never
-  // depend on the rows beside it).
-  const float* run(const CpuSegment* segs, int n);
-  // Per-row argmax of rows row0 .. row0+T-1 of the last run's logits (lowest index on ties, as ATen's argmax).
+  // attention reads its own segment's cache and ancestors; the final norm and the LM head run over the rows with
+  // an output only (a prompt chunk beside decoding requests costs no logits). Rows are numbered segment after
+  // segment. A row's logits are the same bits as in a forward of its segment alone (the kernels' reduction orders
+  // never depend on the rows beside it, nor on which rows have outputs).
+  void run(const CpuSegment* segs, int n);
+  // Row `row`'s vocab fp32 logits of the last run, or nullptr for a row without output. The rows with outputs are
+  // stored one after another in step order, so a segment's output rows are contiguous from its first one.
+  const float* logits_row(int row) const;
+  // Per-row argmax of rows row0 .. row0+T-1 of the last run (lowest index on ties, as ATen's argmax); -1 for a row
+  // without output.
   void argmax(int T, int32_t* out, int row0 = 0) const;
   // Commit in place: rows L + idx[j] -> L + j of every layer (idx strictly increasing with idx[j] >= j).
   void commit_rows(const std::vector<int32_t>& idx, int L);
@@ -122,6 +129,7 @@ class CpuForward {
   std::vector<int32_t> positions_;      // the step's positions, segment after segment
   std::vector<AttentionSegment> att_;  // per segment, its layer's cache set per layer
   std::vector<float> x_, h_, a_, qkv_, attn_, gu_, act_, logits_;  // a_: a branch's output before its sandwich norm
+  std::vector<int32_t> logit_row_;  // per step row: its row in h_'s final norm and in logits_, or -1 (no output)
   AttentionScratch att_scratch_;
 };
 
