@@ -55,7 +55,10 @@ void LocalExecutor::collect(const std::vector<int32_t>& out, std::vector<int32_t
 
 void LocalExecutor::run(const std::vector<int32_t>& seq, const StepPlan& plan, std::vector<int32_t>& results) {
   stage(seq, plan);
-  collect(model_.forward(in_, sp_), results);
+  // forward_batch with this one item writes into out_ (capacity kept): forward() would return a new vector per step.
+  const BatchItem it{&model_, &in_, &sp_, &out_, nullptr};
+  model_.forward_batch(&it, 1);
+  collect(out_, results);
 }
 
 void LocalExecutor::begin_deferred(const std::vector<int32_t>& prompt, const SampleParams& sp) {

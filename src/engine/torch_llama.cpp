@@ -191,6 +191,12 @@ class TorchLlama final : public StepModel {
   }
 
   std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* logits_out) override {
+    if (cpu_) {  // the CPU kernels: the batched path with one segment (the step loop calls forward_batch itself)
+      std::vector<int32_t> out;
+      const BatchItem it{this, &in, &sp, &out, logits_out};
+      cpu_forward_batch(&it, 1);
+      return out;
+    }
     check_step(in, w_->cfg);
     const int T = static_cast<int>(in.tokens.size());
     const int L = len_;
@@ -214,19 +220,6 @@ class TorchLlama final : public StepModel {
       return out;
     }
 #endif
-    if (cpu_) {
-      const int first = first_output(in, logits_out);
-      cpu_->run(in, L, first);
-      std::vector<int32_t> out(T, -1);
-      if (sp.greedy()) {
-        cpu_->argmax(T, out.data());
-      } else if (first < T) {
-        sample_rows(cpu_->logits_row(first), first, in, w_->cfg.vocab, sp, out);
-      }
-      if (logits_out) logits_out->assign(cpu_->logits_row(0), cpu_->logits_row(0) + size_t(T) * w_->cfg.vocab);
-      drop_unread(in, out);
-      return out;
-    }
     at::Tensor logits = reference_forward(*w_, rope_, cache_, in, L);  // [T, V] fp32
     std::vector<int32_t> out = to_host_ids(sp.greedy() ? logits.argmax(-1) : sample_tokens(logits, in.positions, sp));
     if (logits_out) copy_logits(logits, logits_out);
@@ -244,12 +237,18 @@ class TorchLlama final : public StepModel {
 #ifdef LOOKAHEAD_WITH_CUDA
     if (cf_ && n > 1) return cuda_forward_batch(items, n);
 #endif
-    bool together = cpu_ != nullptr && n > 1;
+    bool together = cpu_ != nullptr;
     for (int i = 0; i < n && together; ++i) {
       const auto* m = dynamic_cast<const TorchLlama*>(items[i].model);
       together = m != nullptr && m->w_ == w_ && m->cpu_ != nullptr;
     }
     if (!together) return StepModel::forward_batch(items, n);
+    cpu_forward_batch(items, n);
+  }
+
+  // Every item's rows in one CPU forward, each item's results written into its own vector (kept capacity: a step of
+  // the step loop allocates nothing, one request alone or a batch).
+  void cpu_forward_batch(const BatchItem* items, int n) {
     c10::InferenceMode ng;
     segs_.resize(n);  // capacity kept: no allocation once the largest batch has run
     for (int i = 0; i < n; ++i) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "common.h"
 #include "lookahead/backend/cpu/isa.h"
@@ -80,6 +81,28 @@ std::unique_ptr<Strategy> make(const StrategyOptions& o, std::unique_ptr<StepMod
   return make_strategy(o, o.name == "ouroboros" ? draft.get() : nullptr);
 }
 
+// Two forks of `base` per {cache length, step rows}, the pair over the same random context of that length, and a
+// random tree of that many rows on top of it: one fork runs in a batch, the other alone.
+struct ReplicaPairs {
+  std::vector<std::unique_ptr<StepModel>> solo, batched;
+  std::vector<StepInput> steps;
+};
+
+ReplicaPairs replica_pairs(StepModel& base, const std::vector<std::pair<int, int>>& shapes, std::mt19937& rng) {
+  const int V = base.config().vocab;
+  ReplicaPairs r;
+  for (auto [L, T] : shapes) {
+    r.solo.push_back(base.fork());
+    r.batched.push_back(base.fork());
+    std::vector<int32_t> ctx(L);
+    for (auto& x : ctx) x = int32_t(rng() % V);
+    append_chain(*r.solo.back(), ctx);
+    append_chain(*r.batched.back(), ctx);
+    r.steps.push_back(random_tree(T, L, V, rng));
+  }
+  return r;
+}
+
 
 }  // namespace
 
@@ -91,20 +114,9 @@ TEST(BatchForward, EveryItemsLogitsAreTheBitsOfItsForwardAlone) {
     for (const char* dtype : {"fp32", "bf16", "fp16"})
       for (int threads : {1, 2}) {
         auto base = load_model(model, dtype, "on", threads);
-        const int V = base->config().vocab;
         std::mt19937 rng(7);
-        std::vector<std::unique_ptr<StepModel>> solo, batched;
-        std::vector<StepInput> steps;
-        const int shapes[][2] = {{3, 1}, {17, 9}, {0, 24}, {40, 5}, {9, 1}, {28, 13}};  // {cache length, step rows}
-        for (auto [L, T] : shapes) {
-          solo.push_back(base->fork());
-          batched.push_back(base->fork());
-          std::vector<int32_t> ctx(L);
-          for (auto& x : ctx) x = int32_t(rng() % V);
-          append_chain(*solo.back(), ctx);
-          append_chain(*batched.back(), ctx);
-          steps.push_back(random_tree(T, L, V, rng));
-        }
+        auto [solo, batched, steps] =  // {cache length, step rows}
+            replica_pairs(*base, {{3, 1}, {17, 9}, {0, 24}, {40, 5}, {9, 1}, {28, 13}}, rng);
         const int n = static_cast<int>(steps.size());
         std::vector<std::vector<int32_t>> out(n);
         std::vector<std::vector<float>> lg(n);
@@ -132,26 +144,15 @@ TEST(BatchForward, RowsWithoutOutputsLeaveEveryOtherRowsTokenAsWithAllLogits) {
     for (const char* dtype : {"fp32", "bf16"})
       for (const bool greedy : {true, false}) {
         auto base = load_model(model, dtype, "on", 2);
-        const int V = base->config().vocab;
         std::mt19937 rng(11);
         SampleParams sp;
         if (!greedy) sp.temperature = 0.9f, sp.seed = 5;
-        // {cache length, step rows, first output}: a prompt chunk (no outputs) first, then trees with a pending
-        // chain, chunks between them, one lone token.
-        const int shapes[][3] = {{0, 24, 24}, {17, 9, 2}, {3, 1, 0}, {40, 30, 30}, {9, 12, 0}, {28, 13, 12}};
-        std::vector<std::unique_ptr<StepModel>> solo, batched;
-        std::vector<StepInput> steps, full;
-        for (auto [L, T, first] : shapes) {
-          solo.push_back(base->fork());
-          batched.push_back(base->fork());
-          std::vector<int32_t> ctx(L);
-          for (auto& x : ctx) x = int32_t(rng() % V);
-          append_chain(*solo.back(), ctx);
-          append_chain(*batched.back(), ctx);
-          full.push_back(random_tree(T, L, V, rng));
-          steps.push_back(full.back());
-          steps.back().first_output = first;
-        }
+        // {cache length, step rows}, and each step's first output: a prompt chunk (no outputs) first, then trees
+        // with a pending chain, chunks between them, one lone token.
+        auto [solo, batched, full] = replica_pairs(*base, {{0, 24}, {17, 9}, {3, 1}, {40, 30}, {9, 12}, {28, 13}}, rng);
+        const int first[] = {24, 2, 0, 30, 0, 12};
+        std::vector<StepInput> steps = full;
+        for (size_t i = 0; i < steps.size(); ++i) steps[i].first_output = first[i];
         const int n = static_cast<int>(steps.size());
         std::vector<std::vector<int32_t>> out(n);
         std::vector<BatchItem> items;

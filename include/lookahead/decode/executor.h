@@ -97,7 +97,7 @@ class LocalExecutor : public StepExecutor {
   StepModel& model_;
   SampleParams sp_;
   StepInput in_;              // the step's input, reused (capacity kept) across steps
-  std::vector<int32_t> out_;  // the forward's results in batched steps, reused
+  std::vector<int32_t> out_;  // the forward's results (run, and this replica's item in batched steps), reused
   std::vector<int32_t> idx_;  // commit indices, reused
   int pending_ = 0;      // pending chain length in the last forward (root included)
   int plan_nodes_ = 0;   // plan size of the last forward
