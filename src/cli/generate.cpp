@@ -128,9 +128,10 @@ int cmd_generate(int argc, char** argv) {
 
   RunExecutor exec = make_run_executor(*ranks.group, *m.model, dopt, o);
   Generator gen(exec.get(), *strategy, m.model->config());
-  std::optional<ForwardCostModel> calibrated;  // --batch auto's calibration, reused for the layout line
+  std::optional<ForwardCostModel> calibrated;  // --batch auto's calibration, reused for the layout line and drafting
   const int batch = resolve_batch(o, exec.ranks, prompts, skip, *m.model, ranks, calibrated);
-  const Adaptive adaptive = attach_adaptive(o, *m.model, *strategy, exec, gen, batch);
+  const Adaptive adaptive =
+      attach_adaptive(o, *m.model, *strategy, exec, gen, batch, calibrated ? &*calibrated : nullptr);
   if (ranks.root && !o.quiet && o.from_file() && ranks.comm->size() > 1)  // auto or given: the alternatives too
     print_layouts(o, ranks, *m.model, *strategy, calibrated ? &*calibrated : nullptr, batch);
   const RequestInputs in{o, prompts, skip, *m.tok, m.cfg.eos_ids, m.model->config().max_positions, ranks.tag};

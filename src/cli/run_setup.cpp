@@ -151,14 +151,14 @@ void print_loaded(const Ranks& r, const StepModel& model, const Strategy& strate
 }
 
 Adaptive attach_adaptive(const GenerateOptions& o, StepModel& model, Strategy& strategy, RunExecutor& exec,
-                         Generator& gen, int batch) {
+                         Generator& gen, int batch, const ForwardCostModel* known) {
   Adaptive a;
   if (!o.strategy.adaptive || strategy.max_draft_budget() <= 0) return a;
   const int top = strategy.max_draft_budget();
   // A one-thread CPU forward is timed on the thread's CPU clock (cost_model.h: preemption is not cost).
   const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
   a.cost = std::make_unique<StepCostModel>(
-      calibrate_forward_cost(model, std::min(256, batch * (1 + top + strategy.lookahead_nodes(top))), 3, clock),
+      calibrate_forward_cost(model, std::min(256, batch * (1 + top + strategy.lookahead_nodes(top))), 3, clock, known),
       exec.ranks,
       o.collective_latency_us * 1e-6);
   a.cost->set_clock(clock);

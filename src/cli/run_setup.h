@@ -85,7 +85,8 @@ struct Adaptive {
   std::unique_ptr<DraftController> controller;
 };
 // `batch`: requests in flight; the cost model is then calibrated up to the rows a batched step can hold.
+// `known`: an earlier calibration of this model (--batch auto's), whose buckets are not timed again.
 Adaptive attach_adaptive(const GenerateOptions& o, StepModel& model, Strategy& strategy, RunExecutor& exec,
-                         Generator& gen, int batch = 1);
+                         Generator& gen, int batch = 1, const ForwardCostModel* known = nullptr);
 
 }  // namespace la::cli

@@ -11,9 +11,11 @@
 #include <thread>
 
 #include "lookahead/decode/acceptance_model.h"
+#include "lookahead/decode/cost_calibration.h"
 #include "lookahead/decode/cost_model.h"
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/util/error.h"
+#include "common/oracle_model.h"
 
 using namespace la;
 
@@ -749,3 +751,36 @@ TEST(DraftController, ASleepingStrategyCostsPlainDecodingLittle) {
 }
 
 }  // namespace
+
+// Calibration (cost_calibration.h): the warm-up is at most 64 rows, every bucket is timed once it is past it, and
+// the buckets an earlier calibration holds (--batch auto's) are taken from it, not timed again; with all of them
+// known the model is not run at all. A calibration that warmed up at its largest size (256 rows: 0.66 s of a
+// 2.6 s start on SmolLM2) or timed the known buckets again fails here.
+TEST(CostCalibration, WarmsUpSmallAndTimesOnlyWhatItDoesNotKnow) {
+  struct Recording : la::test::OracleModel {
+    using OracleModel::OracleModel;
+    std::vector<int> sizes;
+    std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* lg) override {
+      sizes.push_back(static_cast<int>(in.tokens.size()));
+      return OracleModel::forward(in, sp, lg);
+    }
+  };
+  Recording m(16, 1024, [](const std::vector<int32_t>& c) { return c.back() % 16; });
+  const ForwardCostModel small = calibrate_forward_cost(m, 64, 1);
+  // The context (64 rows, prefill), the warm-up (64), then each bucket once.
+  std::vector<int> want = {64, 64};
+  for (int b : small.buckets()) want.push_back(b);
+  EXPECT_EQ(m.sizes, want);
+  EXPECT_EQ(m.cache_len(), 0);
+  m.sizes.clear();
+  const ForwardCostModel big = calibrate_forward_cost(m, 256, 1, CostClock::Wall, &small);
+  EXPECT_EQ(m.sizes, (std::vector<int>{64, 64, 65, 128, 256}));  // context, warm-up, the buckets past 64
+  for (size_t i = 0; i < small.buckets().size(); ++i) {
+    ASSERT_EQ(big.buckets()[i], small.buckets()[i]);
+    EXPECT_EQ(big.bucket_seconds(i), small.bucket_seconds(i)) << "bucket " << small.buckets()[i];
+  }
+  EXPECT_EQ(big.max_tokens(), 256);
+  m.sizes.clear();
+  (void)calibrate_forward_cost(m, 32, 1, CostClock::Wall, &small);
+  EXPECT_TRUE(m.sizes.empty());
+}

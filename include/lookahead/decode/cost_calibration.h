@@ -9,9 +9,11 @@ namespace la {
 // A forward cost model whose buckets reach `max_plan_tokens` (at most 256 and what the context allows after a
 // committed context of min(64, max_positions / 4) tokens, the typical cache a step attends to), each set to the
 // fastest of `repeats` timed chain forwards of that size (the fastest is the least disturbed on a shared
-// machine; later real steps pull the model toward typical timings). One untimed forward of the largest size
-// first warms the allocator. The model's cache is empty afterwards.
+// machine; later real steps pull the model toward typical timings). One untimed forward of the largest size up to
+// 64 first warms the weights and the allocator. A bucket `known` holds (an earlier calibration of this model on
+// this clock: --batch auto's) takes its value and is not timed again. The model's cache is empty afterwards (and
+// untouched when `known` held every bucket).
 ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats = 3,
-                                        CostClock clock = CostClock::Wall);
+                                        CostClock clock = CostClock::Wall, const ForwardCostModel* known = nullptr);
 
 }  // namespace la
