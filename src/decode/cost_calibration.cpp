@@ -33,13 +33,12 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
   const int room = std::max(1, cfg.max_positions - context);
   const int cap = std::clamp(max_plan_tokens, 1, std::min(256, room));
   ForwardCostModel fwd(cap);
-  std::vector<double> secs;
-  std::vector<int> todo;  // the buckets `known` does not hold, in increasing order
-  for (int b : fwd.buckets()) {
-    secs.push_back(known_seconds(known, b));
-    if (secs.back() <= 0) todo.push_back(b);
-  }
-  if (!todo.empty()) {
+  const std::vector<int>& buckets = fwd.buckets();
+  std::vector<double> secs(buckets.size());  // 0: to be timed
+  int largest = 0;                            // the largest bucket to time (0: none)
+  for (size_t i = 0; i < buckets.size(); ++i)
+    if ((secs[i] = known_seconds(known, buckets[i])) <= 0) largest = buckets[i];
+  if (largest > 0) {
     // Arbitrary in-vocabulary tokens: the forward's cost does not depend on their values.
     auto tokens = [&](int n, int salt) {
       std::vector<int32_t> t(n);
@@ -49,11 +48,11 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
     model.truncate(0);
     append_chain(model, tokens(context, 0));
     SampleParams greedy;
-    const int warm = std::min(todo.back(), kWarmupRows);
+    const int warm = std::min(largest, kWarmupRows);
     (void)model.forward(StepInput::chain(tokens(warm, 1), context), greedy);  // warm-up, untimed
-    for (size_t i = 0, j = 0; i < secs.size(); ++i) {
+    for (size_t i = 0; i < buckets.size(); ++i) {
       if (secs[i] > 0) continue;
-      const int b = todo[j++];
+      const int b = buckets[i];
       double best = 1e30;  // seconds
       for (int r = 0; r < std::max(1, repeats) && (r == 0 || best < 0.05); ++r) {  // slow (big models): once
         const auto in = StepInput::chain(tokens(b, 2 + r), context);
@@ -65,7 +64,7 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
     }
     model.truncate(0);
   }
-  for (size_t i = 0; i < secs.size(); ++i) fwd.set(fwd.buckets()[i], secs[i]);
+  for (size_t i = 0; i < buckets.size(); ++i) fwd.set(buckets[i], secs[i]);
   return fwd;
 }
 
