@@ -56,21 +56,41 @@ void check_step(const StepInput& in, const ModelConfig& cfg) {
 // The first row whose next token is chosen: StepInput::first_output, or 0 when the caller reads every row's logits.
 int first_output(const StepInput& in, const std::vector<float>* logits) { return logits ? 0 : in.first_output; }
 
-// Rows before the first output choose no next token, on every backend (the CPU kernels do not compute them; the
-// others do, and their results are dropped so that no caller can come to read them).
+// Rows before the first output choose no next token, on every backend (the CPU kernels and the CUDA step program
+// do not compute them; the ATen reference does, and its results are dropped so that no caller can come to read
+// them).
 void drop_unread(const StepInput& in, std::vector<int32_t>& out) {
   for (int t = 0; t < in.first_output && t < static_cast<int>(out.size()); ++t) out[t] = -1;
 }
 
-// Samples rows first .. T-1 (first < T) of a step from their logits (rows of `lg`, one after another) into out[first ..].
-void sample_rows(const float* lg, int first, const StepInput& in, int vocab, const SampleParams& sp,
+// Samples rows first .. T-1 (first < T) of a step from their [T - first, V] logits into out[first ..].
+void sample_rows(const at::Tensor& logits, int first, const StepInput& in, const SampleParams& sp,
                  std::vector<int32_t>& out) {
-  const int T = static_cast<int>(in.tokens.size());
-  const at::Tensor logits = at::from_blob(const_cast<float*>(lg), {T - first, vocab}, at::kFloat);
   const std::vector<int32_t> pos(in.positions.begin() + first, in.positions.end());
   const std::vector<int32_t> got = to_host_ids(sample_tokens(logits, pos, sp));
   std::copy(got.begin(), got.end(), out.begin() + first);
 }
+void sample_rows(const float* lg, int first, const StepInput& in, int vocab, const SampleParams& sp,
+                 std::vector<int32_t>& out) {
+  const int T = static_cast<int>(in.tokens.size());
+  sample_rows(at::from_blob(const_cast<float*>(lg), {T - first, vocab}, at::kFloat), first, in, sp, out);
+}
+
+#ifdef LOOKAHEAD_WITH_CUDA
+// The results of a CUDA step's item whose output rows (first .. T-1) are rows o .. o + T - first of the forward's
+// logits and of `am` (its argmax on the host): out[t] for t >= first, -1 before.
+void cuda_results(const CudaForward& cf, const int32_t* am, int o, int first, const StepInput& in,
+                  const SampleParams& sp, std::vector<int32_t>& out, std::vector<float>* logits_out) {
+  const int T = static_cast<int>(in.tokens.size()), n = T - first;
+  out.assign(T, -1);
+  if (sp.greedy()) std::copy(am + o, am + o + n, out.begin() + first);
+  if (n > 0 && (!sp.greedy() || logits_out)) {
+    const at::Tensor logits = cf.logits_at(o, n).to(at::kFloat);
+    if (!sp.greedy()) sample_rows(logits, first, in, sp, out);
+    if (logits_out) copy_logits(logits, logits_out);  // first == 0 (first_output(): the caller reads every row)
+  }
+}
+#endif
 
 WType wtype_of(at::ScalarType t) {
   return t == at::kHalf ? WType::F16 : t == at::kBFloat16 ? WType::BF16 : WType::F32;
@@ -207,16 +227,10 @@ class TorchLlama final : public StepModel {
     if (cf_ && T <= CudaForward::kMaxRows) {
       const int R = step_bucket(T);  // padding rows write K/V past the step too
       if (L + R > cache_.capacity()) alloc_cache(grown_capacity(L + R), /*keep=*/L);
-      cf_->run(in, L, cache_.capacity());
+      const int first = first_output(in, logits_out);
+      cf_->run(in, L, cache_.capacity(), first);
       std::vector<int32_t> out;
-      if (sp.greedy() && !logits_out) {
-        out = cf_->argmax_to_host(T);
-      } else {
-        at::Tensor logits = cf_->logits(T).to(at::kFloat);
-        out = sp.greedy() ? cf_->argmax_to_host(T) : to_host_ids(sample_tokens(logits, in.positions, sp));
-        if (logits_out) copy_logits(logits, logits_out);
-      }
-      drop_unread(in, out);
+      cuda_results(*cf_, cf_->argmax_to_host(T - first), 0, first, in, sp, out, logits_out);
       return out;
     }
 #endif
@@ -302,28 +316,23 @@ class TorchLlama final : public StepModel {
         continue;
       }
       cslots_.resize(j - i);  // capacity kept: no allocation once the largest batch has run
+      int outputs = 0;        // rows with the LM head (step_layout.h)
       for (int k = i; k < j; ++k) {
         auto* m = static_cast<TorchLlama*>(items[k].model);
         check_step(*items[k].in, w_->cfg);
         const int T = static_cast<int>(items[k].in->tokens.size());
         if (m->len_ + T > m->cache_.capacity()) m->alloc_cache(m->grown_capacity(m->len_ + T), /*keep=*/m->len_);
         m->step_len_ = T;
-        cslots_[k - i] = CudaForward::Slot{items[k].in, &m->cf_->caches(), m->len_};
+        const int first = first_output(*items[k].in, items[k].logits);
+        cslots_[k - i] = CudaForward::Slot{items[k].in, &m->cf_->caches(), m->len_, first};
+        outputs += T - first;
       }
       cf_->run_batch(cslots_.data(), j - i);
-      const std::vector<int32_t> am = cf_->argmax_to_host(rows);  // synchronises
-      for (int k = i, row = 0; k < j; ++k) {
-        const int T = static_cast<int>(items[k].in->tokens.size());
-        std::vector<int32_t>& out = *items[k].out;
-        const bool greedy = items[k].sp->greedy();
-        if (greedy) out.assign(am.begin() + row, am.begin() + row + T);
-        if (!greedy || items[k].logits) {
-          const at::Tensor logits = cf_->logits_at(row, T).to(at::kFloat);
-          if (!greedy) out = to_host_ids(sample_tokens(logits, items[k].in->positions, *items[k].sp));
-          if (items[k].logits) copy_logits(logits, items[k].logits);
-        }
-        drop_unread(*items[k].in, out);
-        row += T;
+      const int32_t* am = cf_->argmax_to_host(outputs);  // synchronises
+      for (int k = i, o = 0; k < j; ++k) {
+        const int T = static_cast<int>(items[k].in->tokens.size()), first = cslots_[k - i].first_output;
+        cuda_results(*cf_, am, o, first, *items[k].in, *items[k].sp, *items[k].out, items[k].logits);
+        o += T - first;
       }
       i = j;
     }

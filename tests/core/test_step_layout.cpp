@@ -38,7 +38,7 @@ bool bit(const std::vector<uint32_t>& bits, int words, int i, int j) {
 // bits never cross slots), per slot {first row, tokens, cache length, cache rows}, the cache pointer table per
 // layer (K bases, then V bases), unused slots empty.
 TEST(StepLayout, BatchStep) {
-  const auto l = la::batch_step_layout(8, 2);
+  auto l = la::batch_step_layout(8, 2);
   EXPECT_EQ(l.slots, 8);
   EXPECT_EQ(la::batch_step_layout(256, 2).slots, la::kMaxBatchSlots);
   EXPECT_EQ(l.seg, l.step.words);
@@ -74,7 +74,31 @@ TEST(StepLayout, BatchStep) {
   EXPECT_EQ(ptr[2 * l.slots + 1], k1[1]);  // layer 1 K, slot 1
   EXPECT_EQ(ptr[3 * l.slots + 1], v1[1]);  // layer 1 V, slot 1
   EXPECT_EQ(ptr[2], nullptr);            // unused slot
+  EXPECT_EQ(l.step.lm_rows, 8);          // every row an output: the LM head on the first 8 rows, not gathered
+  EXPECT_FALSE(l.step.gather);
   EXPECT_THROW(la::fill_batch_step(s, 9, 2, l, buf.data()), std::exception);
+  // Output rows: slot 0 a prompt chunk's last row (first_output 2), slot 1 none (a chunk before its last): the LM
+  // head on step row 2 alone, gathered, in a bucket of 1.
+  s[0].first_output = 2;
+  s[1].first_output = 2;
+  la::fill_batch_step(s, 2, 2, l, buf.data());
+  EXPECT_EQ(l.step.lm_rows, 1);
+  EXPECT_TRUE(l.step.gather);
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.step.outputs, buf.begin() + l.step.outputs + 8),
+            (std::vector<int32_t>{2, 0, 0, 0, 0, 0, 0, 0}));
+  s[0].first_output = 1;  // rows 1, 2 and 3, 4: four outputs of five rows, a bucket of 8
+  s[1].first_output = 0;
+  la::fill_batch_step(s, 2, 2, l, buf.data());
+  EXPECT_EQ(l.step.lm_rows, 8);
+  EXPECT_TRUE(l.step.gather);
+  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.step.outputs, buf.begin() + l.step.outputs + 8),
+            (std::vector<int32_t>{1, 2, 3, 4, 0, 0, 0, 0}));
+  s[0].first_output = 3;
+  s[1].first_output = 2;
+  la::fill_batch_step(s, 2, 2, l, buf.data());
+  EXPECT_EQ(l.step.lm_rows, 0) << "no output row: no LM head";
+  s[1].first_output = 3;
+  EXPECT_THROW(la::fill_batch_step(s, 2, 2, l, buf.data()), std::exception) << "first output past the slot's rows";
 }
 
 }  // namespace
@@ -126,11 +150,14 @@ TEST(StepLayout, PaddedStep) {
     EXPECT_EQ(l.rows, rows);
     EXPECT_EQ(l.bits % 4, 0) << "bits must start 16-byte aligned";
     EXPECT_GE(l.bits, l.cache_len + 1);
-    EXPECT_EQ(l.words, l.bits + rows * la::ancestor_words(rows));
+    EXPECT_EQ(l.outputs, l.bits + rows * la::ancestor_words(rows));
+    EXPECT_EQ(l.words, l.outputs + rows);
   }
-  const auto l = la::padded_step_layout(8);
+  auto l = la::padded_step_layout(8);
   std::vector<int32_t> buf(l.words, 12345);
-  la::fill_padded_step({7, 8, 9}, {10, 11, 11}, {-1, 0, 0}, 10, l, buf.data());
+  la::fill_padded_step({7, 8, 9}, {10, 11, 11}, {-1, 0, 0}, 10, 0, l, buf.data());
+  EXPECT_EQ(l.lm_rows, 8);
+  EXPECT_FALSE(l.gather);
   EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.ids, buf.begin() + l.ids + 8),
             (std::vector<int32_t>{7, 8, 9, 0, 0, 0, 0, 0}));
   EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.positions, buf.begin() + l.positions + 8),
@@ -144,6 +171,23 @@ TEST(StepLayout, PaddedStep) {
   EXPECT_EQ(bits[2], 0b101u);
   for (int i = 3; i < 8; ++i) EXPECT_EQ(bits[i], 1u << i) << "padding row " << i;
   EXPECT_THROW(la::fill_padded_step(std::vector<int32_t>(9, 1), std::vector<int32_t>(9, 1),
-                                    std::vector<int32_t>(9, -1), 0, l, buf.data()),
+                                    std::vector<int32_t>(9, -1), 0, 0, l, buf.data()),
                std::exception);
+  // A prompt chunk: only its last row is an output.
+  la::fill_padded_step({7, 8, 9}, {10, 11, 12}, {-1, 0, 1}, 10, 2, l, buf.data());
+  EXPECT_EQ(l.lm_rows, 1);
+  EXPECT_TRUE(l.gather);
+  EXPECT_EQ(buf[l.outputs], 2);
+  la::fill_padded_step({7, 8, 9}, {10, 11, 12}, {-1, 0, 1}, 10, 3, l, buf.data());
+  EXPECT_EQ(l.lm_rows, 0);
+  EXPECT_THROW(la::fill_padded_step({7}, {10}, {-1}, 10, 2, l, buf.data()), std::exception);
+}
+
+TEST(StepLayout, LmHeadRows) {
+  EXPECT_EQ(la::lm_head_rows(0, 64), 0);
+  EXPECT_EQ(la::lm_head_rows(1, 64), 1);
+  EXPECT_EQ(la::lm_head_rows(2, 64), 8);
+  EXPECT_EQ(la::lm_head_rows(17, 64), 32);
+  EXPECT_EQ(la::lm_head_rows(40, 64), 64);
+  EXPECT_EQ(la::lm_head_rows(5, 1), 1);  // never more than the step's rows
 }

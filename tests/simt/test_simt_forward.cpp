@@ -216,23 +216,24 @@ struct Device {
   }
 
   // As CudaForward::run: pad to the bucket, fill the step words (cache length included), run the step program.
-  void run(const StepInput& in, int L, std::vector<float>& logits, std::vector<int32_t>& am) {
+  // logits/am: rows first .. T-1 (the step's output rows), one after another.
+  void run(const StepInput& in, int L, std::vector<float>& logits, std::vector<int32_t>& am, int first = 0) {
     const int T = int(in.tokens.size());
     const int R = step_bucket(T);
     ASSERT_GT(R, 0);
     ASSERT_LE(L + R, c.rows);
-    const PaddedStepLayout lay = padded_step_layout(R);
+    PaddedStepLayout lay = padded_step_layout(R);
     int32_t* words = static_cast<int32_t*>(step.get());
-    fill_padded_step(in.tokens, in.positions, in.parents, L, lay, words);
+    fill_padded_step(in.tokens, in.positions, in.parents, L, first, lay, words);
     ASSERT_EQ(words[lay.cache_len], L);  // the device-side cache length the KV append and the attention read
     const StepStatus st = enqueue_step(d, w, b, c, lay, *lin, nullptr);
     ASSERT_TRUE(st.ok()) << st.what;
     const auto errs = la_simt::take_errors();
     ASSERT_TRUE(errs.empty()) << errs.front();
-    logits.resize(size_t(T) * d.V);
+    logits.resize(size_t(T - first) * d.V);
     const E* lg = static_cast<const E*>(b.logits);
     for (size_t i = 0; i < logits.size(); ++i) logits[i] = to_f(lg[i]);
-    am.assign(b.argmax, b.argmax + T);
+    am.assign(b.argmax, b.argmax + (T - first));
   }
   // As CudaForward::commit: rows L + idx[j] -> L + j of every layer's K and V.
   void commit(const std::vector<int32_t>& idx, int L) {
@@ -502,12 +503,53 @@ TEST(SimtForward, Fp32StepIsBatchInvariantWithFixedGemm) {
       << "an M-dependent GEMM should change the bits";
 }
 
+// Output rows only (StepInput::first_output, step_layout.h): a tree step of 40 tokens (bucket 64) with the LM head
+// on its last row (a prompt chunk's), on rows 20..39 (bucket 32 of gathered rows) and on none gives those rows'
+// logits and argmax bit for bit as the step with every row's (fixed GEMM: the LM head's row count changes no bits),
+// and writes the same K/V (a step after each reads the same logits).
+TEST(SimtForward, OutputRowsOnlyAreTheFullStepsRows) {
+  Timer tm{"output rows"};
+  const std::string dir = random_model_dir();
+  const ModelConfig cfg = model_config_of(dir);
+  const SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(dir);
+  Device<float> dev(cfg, ck, 384);
+  FixedLinear fixed;
+  dev.lin = &fixed;
+  const int L = 70, T = 40, V = cfg.vocab;
+  std::vector<int32_t> pre(L), idx(L);
+  for (int i = 0; i < L; ++i) pre[i] = (3 * i + 2) % V, idx[i] = i;
+  std::vector<float> lg, full, next_full, next;
+  std::vector<int32_t> am, full_am;
+  dev.run(StepInput::chain(pre, 0), 0, lg, am);
+  dev.commit(idx, 0);
+  std::mt19937 rng(7);
+  const StepInput in = random_tree(rng, T, L, V);
+  // The next step reads the step's K/V: commit its root and run one token after it.
+  const StepInput after = StepInput::chain({5}, L + 1);
+  dev.run(in, L, full, full_am);
+  dev.commit({0}, L);
+  dev.run(after, L + 1, next_full, am);
+  for (int first : {T - 1, 20, T}) {
+    dev.run(in, L, lg, am, first);
+    const size_t n = size_t(T - first);
+    ASSERT_EQ(lg.size(), n * V);
+    EXPECT_EQ(std::memcmp(lg.data(), full.data() + size_t(first) * V, n * V * sizeof(float)), 0)
+        << "first output " << first << ": logits differ from the full step's rows";
+    EXPECT_EQ(am, std::vector<int32_t>(full_am.begin() + first, full_am.end())) << "first output " << first;
+    dev.commit({0}, L);
+    dev.run(after, L + 1, next, am);
+    EXPECT_EQ(std::memcmp(next.data(), next_full.data(), next.size() * sizeof(float)), 0)
+        << "first output " << first << ": the K/V it wrote differ";
+  }
+}
+
 // A batched step of the step program (enqueue_batch_step: several slots, each its own cache, in one pass) against
 // each slot's single-slot step (enqueue_step): 3 slots with different cache lengths (5, 70, 23; splits of 64 keys,
 // so slot 1's keys span two splits) and step shapes (a tree, a decoding chain of 1, another tree), then, after
-// each slot commits a non-prefix path, a second batched step of other shapes. Every slot's logits must be the same
-// bits (memcmp) as its single-slot step and its ids those of the ATen forward on its own cache (exactly in fp32; in
-// 16-bit where the reference's top-2 margin exceeds the tolerance, as compare() does).
+// each slot commits a non-prefix path, three more batched steps of other shapes, two of them with output rows only
+// on some rows (StepInput::first_output: the LM head on the gathered output rows, or on none). Every slot's output
+// rows must be the same logit bits (memcmp) as in its single-slot step and its ids those of the ATen forward on its
+// own cache (exactly in fp32; in 16-bit where the reference's top-2 margin exceeds the tolerance, as compare() does).
 template <class E>
 void batched_step_matches_single(const std::string& dtype, double tol, bool argmax_exact, StepLinear* gemm) {
   const std::string dir = random_model_dir();
@@ -541,7 +583,12 @@ void batched_step_matches_single(const std::string& dtype, double tol, bool argm
   std::mt19937 rng(4242);
   int L[kSlots] = {lens[0], lens[1], lens[2]};
   const int V = cfg.vocab;
-  for (const std::vector<int>& sizes : {std::vector<int>{6, 1, 12}, std::vector<int>{3, 9, 1}}) {
+  // Rounds of {sizes, first output rows}: every row an output; a prompt chunk's last row, a chunk with none and a
+  // decode step (the LM head on 2 gathered rows); no output at all (no LM head); every row again, on the caches
+  // the rounds before wrote.
+  const std::vector<std::pair<std::vector<int>, std::vector<int>>> rounds{
+      {{6, 1, 12}, {0, 0, 0}}, {{3, 9, 1}, {2, 9, 0}}, {{4, 2, 5}, {4, 2, 5}}, {{2, 5, 3}, {0, 0, 0}}};
+  for (const auto& [sizes, firsts] : rounds) {
     std::vector<StepInput> in(kSlots);
     std::vector<std::vector<float>> single(kSlots), aten(kSlots);
     std::vector<std::vector<int32_t>> single_am(kSlots), aten_am(kSlots);
@@ -559,7 +606,7 @@ void batched_step_matches_single(const std::string& dtype, double tol, bool argm
         for (void* c : {dev[i]->c.k[l], dev[i]->c.v[l]})
           std::memset(static_cast<char*>(c) + size_t(L[i]) * cfg.kv_heads * cfg.head_dim * sizeof(E), 0xff,
                       size_t(kCacheRows - L[i]) * cfg.kv_heads * cfg.head_dim * sizeof(E));
-    const BatchStepLayout lay = batch_step_layout(step_bucket(total), cfg.layers);
+    BatchStepLayout lay = batch_step_layout(step_bucket(total), cfg.layers);
     std::vector<BatchSlotStep> bs(kSlots);
     for (int i = 0; i < kSlots; ++i) {
       bs[i].tokens = in[i].tokens.data();
@@ -570,6 +617,7 @@ void batched_step_matches_single(const std::string& dtype, double tol, bool argm
       bs[i].cache_rows = kCacheRows;
       bs[i].k = dev[i]->c.k.data();
       bs[i].v = dev[i]->c.v.data();
+      bs[i].first_output = firsts[i];
     }
     fill_batch_step(bs.data(), kSlots, cfg.layers, lay, static_cast<int32_t*>(bstep.get()));
     const StepStatus st = enqueue_batch_step(d0.d, d0.w, bb, lay, kCacheRows, *d0.lin, nullptr);
@@ -577,19 +625,24 @@ void batched_step_matches_single(const std::string& dtype, double tol, bool argm
     const auto errs = la_simt::take_errors();
     ASSERT_TRUE(errs.empty()) << errs.front();
     const E* blg = static_cast<const E*>(bb.logits);
-    for (int i = 0, row = 0; i < kSlots; ++i) {
-      const int T = sizes[i];
-      std::vector<float> mine(size_t(T) * V);
+    int outputs = 0;
+    for (int i = 0; i < kSlots; ++i) outputs += sizes[i] - firsts[i];
+    EXPECT_EQ(lay.step.lm_rows, lm_head_rows(outputs, lay.step.rows));
+    EXPECT_EQ(lay.step.gather, outputs < total);
+    for (int i = 0, row = 0; i < kSlots; ++i) {  // row: slot i's first output row of the batched logits
+      const int T = sizes[i], first = firsts[i];
+      std::vector<float> mine(size_t(T - first) * V);
       for (size_t k = 0; k < mine.size(); ++k) mine[k] = to_f(blg[size_t(row) * V + k]);
-      EXPECT_EQ(std::memcmp(mine.data(), single[i].data(), mine.size() * sizeof(float)), 0)
-          << "slot " << i << " (T=" << T << ", L=" << L[i] << "): batched logits differ from its single-slot step";
-      for (int t = 0; t < T; ++t) {
-        EXPECT_EQ(bb.argmax[row + t], single_am[i][t]) << "slot " << i << " token " << t;
+      EXPECT_EQ(std::memcmp(mine.data(), single[i].data() + size_t(first) * V, mine.size() * sizeof(float)), 0)
+          << "slot " << i << " (T=" << T << ", first output " << first << ", L=" << L[i]
+          << "): batched logits differ from its single-slot step";
+      for (int t = first; t < T; ++t) {
+        EXPECT_EQ(bb.argmax[row + t - first], single_am[i][t]) << "slot " << i << " token " << t;
         if (argmax_must_agree(ref_row(&aten[i][size_t(t) * V], V), {tol, argmax_exact})) {
-          EXPECT_EQ(bb.argmax[row + t], aten_am[i][t]) << "slot " << i << " token " << t << " vs ATen";
+          EXPECT_EQ(bb.argmax[row + t - first], aten_am[i][t]) << "slot " << i << " token " << t << " vs ATen";
         }
       }
-      row += T;
+      row += T - first;
     }
     for (int i = 0; i < kSlots; ++i) {  // each slot commits its deepest path (not a prefix for the trees)
       const std::vector<int32_t> path = deepest_path(in[i]);

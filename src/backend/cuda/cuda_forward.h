@@ -54,12 +54,14 @@ class CudaForward {
   CudaForward& operator=(const CudaForward&) = delete;
 
   // Runs a step of T <= kMaxRows tokens on the committed cache of length L (rows L .. L+bucket(T) of every
-  // layer's cache are written: the caller guarantees capacity). Afterwards logits(T) holds the [T, V] logits (model
-  // dtype, device) and argmax_to_host(T) the per-token argmax.
-  void run(const StepInput& in, int L, int cache_rows);
-  at::Tensor logits(int T) const { return logits_.narrow(0, 0, T); }
-  // One device-to-host copy of T int32 into pinned memory, then a stream synchronisation.
-  std::vector<int32_t> argmax_to_host(int T);
+  // layer's cache are written: the caller guarantees capacity). Only rows first_output .. T-1 get the LM head
+  // (step_layout.h): afterwards logits(n) holds their [n, V] logits (model dtype, device), n = T - first_output,
+  // and argmax_to_host(n) their argmax.
+  void run(const StepInput& in, int L, int cache_rows, int first_output);
+  at::Tensor logits(int n) const { return logits_.narrow(0, 0, n); }
+  // One device-to-host copy of n int32 into pinned memory, then a stream synchronisation. The pointer is valid
+  // until the next step (no allocation per step).
+  const int32_t* argmax_to_host(int n);
   // Commit in place: rows L + idx[j] -> L + j of every layer's K and V, one kernel launch (idx not the identity).
   void commit(const std::vector<int32_t>& idx, int L);
   // The cache was reallocated: captured graphs and the cache pointer table are stale.
@@ -68,14 +70,16 @@ class CudaForward {
   // A batched step (TorchLlama::forward_batch): slot i's tokens on the cache of a model sharing these weights (this
   // one's or a fork's: caches_of), all rows in one pass on this forward's buffers (enqueue_batch_step), one graph
   // per row bucket (apart from the single-slot ones; the slots' cache pointers, lengths and capacities travel in
-  // the step upload, so a fork's reallocated cache stales no graph). Slot i's rows are first_i .. first_i + T_i
-  // (in slot order) of logits_at()/argmax_to_host(); each is the same bits as that slot's own run(). Nothing is
+  // the step upload, so a fork's reallocated cache stales no graph). Only each slot's output rows (first_output ..
+  // T_i - 1) get the LM head: slot i's are rows o_i .. o_i + T_i - first_output_i of logits_at()/argmax_to_host(),
+  // o_i the output rows of the slots before it; each is the same bits as in that slot's own run(). Nothing is
   // allocated: at most kMaxBatchSlots slots of kMaxRows rows in all, each slot's length + T_i within its cache
   // and within max_batch_cache_rows().
   struct Slot {
     const StepInput* in = nullptr;
     const StepCaches* caches = nullptr;
     int len = 0;
+    int first_output = 0;
   };
   void run_batch(const Slot* slots, int n);
   int max_batch_cache_rows() const { return max_batch_cache_rows_; }
@@ -90,9 +94,11 @@ class CudaForward {
  private:
   void enqueue(int rows, const PaddedStepLayout& lay);  // the whole step on the current stream (enqueue_step)
   void enqueue_batch(const BatchStepLayout& lay);        // the same for a batched step (enqueue_batch_step)
-  // Eager warm-up, then capture, then replays of the bucket's graph in `graphs` (keyed by bucket rows).
+  // Eager warm-up, then capture, then replays of the step shape's graph in `graphs` (keyed by graph_key: bucket
+  // rows, LM head rows, gather).
+  static int graph_key(const PaddedStepLayout& lay) { return (lay.rows * 1024 + lay.lm_rows) * 2 + lay.gather; }
   template <class F>
-  void launch(std::map<int, std::unique_ptr<at::cuda::CUDAGraph>>& graphs, std::map<int, int>& seen, int R,
+  void launch(std::map<int, std::unique_ptr<at::cuda::CUDAGraph>>& graphs, std::map<int, int>& seen, int key,
               F&& enqueue_fn);
   void rebuild_cache_table();
 
@@ -105,7 +111,7 @@ class CudaForward {
   at::Tensor hstep_, hout_, hcommit_;  // pinned host buffers
   std::map<int, std::unique_ptr<at::cuda::CUDAGraph>> graphs_by_rows_;
   std::map<int, int> seen_;
-  std::map<int, std::unique_ptr<at::cuda::CUDAGraph>> batch_graphs_;  // batched steps, by bucket rows
+  std::map<int, std::unique_ptr<at::cuda::CUDAGraph>> batch_graphs_;  // batched steps, by graph_key
   std::map<int, int> batch_seen_;
   at::Tensor dbstep_, hbstep_;            // the batched step's upload (batch_step_layout(kMaxRows)), device/pinned
   std::vector<BatchSlotStep> bslots_;     // reserved for kMaxBatchSlots: no allocation per step

@@ -26,7 +26,7 @@ StepStatus enqueue(const StepDims& d, const StepWeights& w, const StepBuffers& b
                    const PaddedStepLayout& lay, const DevSlots* slots, StepLinear& lin, cudaStream_t s) {
   const kern::DType dt = d.dt;
   const int R = lay.rows, H = d.H, Q = d.Q(), KV = d.KV(), W = d.W(), I = d.I, V = d.V;
-  if (R <= 0 || R > buf.rows || int(w.layers.size()) != d.layers ||
+  if (R <= 0 || R > buf.rows || lay.lm_rows < 0 || lay.lm_rows > R || int(w.layers.size()) != d.layers ||
       (!slots && (int(c.k.size()) != d.layers || int(c.v.size()) != d.layers)))
     return {cudaErrorInvalidValue, "step arguments"};
   const int32_t* ids = buf.step + lay.ids;
@@ -116,8 +116,19 @@ StepStatus enqueue(const StepDims& d, const StepWeights& w, const StepBuffers& b
     if (!ok(kern::launch_rms_norm(dt, R, H, buf.a, H, buf.x, H, buf.x, H, next, d.eps, buf.h, H, s), "add_rms_norm"))
       return st;
   }
-  if (!ok(linear(V, H, buf.h, w.lm_head, nullptr, buf.logits), "lm_head")) return st;
-  ok(kern::launch_argmax_rows(dt, R, V, buf.logits, V, buf.argmax, s), "argmax");
+  // The LM head over the output rows only (PaddedStepLayout: lm_rows, gather): gathered into buf.a (free now) by
+  // the embedding gather's kernel with the step rows as its table, when not every row is an output.
+  const int O = lay.lm_rows;
+  if (O == 0) return st;  // a step of prompt chunks only: no row chooses a token
+  const void* hx = buf.h;
+  if (lay.gather) {
+    if (!ok(kern::launch_embed_rows(dt, O, H, buf.step + lay.outputs, R, buf.h, H, buf.a, H, s), "output rows"))
+      return st;
+    hx = buf.a;
+  }
+  if (!ok(lin.linear(kern::LinearArgs{dt, O, V, H, hx, H, w.lm_head, H, nullptr, buf.logits, V}, s), "lm_head"))
+    return st;
+  ok(kern::launch_argmax_rows(dt, O, V, buf.logits, V, buf.argmax, s), "argmax");
   return st;
 }
 

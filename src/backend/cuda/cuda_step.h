@@ -60,7 +60,7 @@ struct StepBuffers {
   void* attn = nullptr;                             // [rows, Q]
   void* gu = nullptr;                               // [rows, 2I]
   void* act = nullptr;                              // [rows, I]
-  void* logits = nullptr;                           // [rows, V]
+  void* logits = nullptr;                           // [rows, V]: output rows only (PaddedStepLayout::lm_rows)
   int32_t* argmax = nullptr;                        // [rows]
   const int32_t* step = nullptr;  // the uploaded padded step (PaddedStepLayout words: ids, positions, len, bits)
   void* workspace = nullptr;      // attention partials
@@ -80,10 +80,11 @@ struct StepStatus {
   bool ok() const { return err == cudaSuccess; }
 };
 
-// Enqueues the whole step of lay.rows (padded) rows on `stream`: logits and argmax of every row land in
-// buf.logits / buf.argmax, and K/V of the step rows at cache rows len .. len + rows of every layer, len being the
-// step buffer's cache_len word (read on the device: one captured graph serves every cache length). Stops at the
-// first failed launch.
+// Enqueues the whole step of lay.rows (padded) rows on `stream`: logits and argmax of the step's output rows
+// (lay.lm_rows of them, in the order of the step buffer's output list: PaddedStepLayout) land in buf.logits /
+// buf.argmax, and K/V of the step rows at cache rows len .. len + rows of every layer, len being the step buffer's
+// cache_len word (read on the device: one captured graph serves every cache length). Stops at the first failed
+// launch.
 StepStatus enqueue_step(const StepDims& d, const StepWeights& w, const StepBuffers& buf, const StepCaches& c,
                         const PaddedStepLayout& lay, StepLinear& lin, cudaStream_t stream);
 
@@ -94,7 +95,8 @@ StepStatus enqueue_step(const StepDims& d, const StepWeights& w, const StepBuffe
 // cache rows (the attention's split plan: keep it constant for the model). Each row's logits and argmax are the
 // same bits as in a single-slot step of its request (every kernel and the GEMM batch-invariant: the attention's
 // row tiles never mix slots and its splits sit at absolute key positions; the other kernels compute a row from that
-// row alone). Commit per slot afterwards (kern::launch_kv_commit with the slot's cache table).
+// row alone; the LM head's GEMM is batch-invariant too, so gathering the output rows changes no bits). Commit per
+// slot afterwards (kern::launch_kv_commit with the slot's cache table).
 StepStatus enqueue_batch_step(const StepDims& d, const StepWeights& w, const StepBuffers& buf,
                               const BatchStepLayout& lay, int max_cache_rows, StepLinear& lin, cudaStream_t stream);
 

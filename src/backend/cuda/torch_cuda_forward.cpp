@@ -252,26 +252,26 @@ void CudaForward::enqueue(int R, const PaddedStepLayout& lay) {
   ck(st.err, st.what);
 }
 
-void CudaForward::run(const StepInput& in, int L, int cache_rows) {
+void CudaForward::run(const StepInput& in, int L, int cache_rows, int first_output) {
   const int T = static_cast<int>(in.tokens.size());
   const int R = step_bucket(T);
   LA_CHECK(R > 0 && R <= kMaxRows, "CUDA forward: step of ", T, " tokens exceeds ", kMaxRows);
   LA_CHECK(L + R <= cache_rows, "CUDA forward: cache of ", cache_rows, " rows cannot take ", R, " rows at ", L);
   c10::InferenceMode ng;
   c10::cuda::CUDAGuard guard(dev_);
-  const PaddedStepLayout lay = padded_step_layout(R);
+  PaddedStepLayout lay = padded_step_layout(R);
   // The previous step ended with a synchronisation, so its copy out of hstep_ has completed.
-  fill_padded_step(in.tokens, in.positions, in.parents, L, lay, hstep_.data_ptr<int32_t>());
+  fill_padded_step(in.tokens, in.positions, in.parents, L, first_output, lay, hstep_.data_ptr<int32_t>());
   const cudaStream_t s = cur_stream(dev_);
   ck(cudaMemcpyAsync(dstep_.data_ptr<int32_t>(), hstep_.data_ptr<int32_t>(), size_t(lay.words) * 4,
                      cudaMemcpyHostToDevice, s),
      "step upload");
   ++counters_.steps;
-  launch(graphs_by_rows_, seen_, R, [&] { enqueue(R, lay); });
+  launch(graphs_by_rows_, seen_, graph_key(lay), [&] { enqueue(R, lay); });
 }
 
 template <class F>
-void CudaForward::launch(std::map<int, std::unique_ptr<at::cuda::CUDAGraph>>& graphs, std::map<int, int>& seen, int R,
+void CudaForward::launch(std::map<int, std::unique_ptr<at::cuda::CUDAGraph>>& graphs, std::map<int, int>& seen, int key,
                          F&& enqueue_fn) {
   const cudaStream_t s = cur_stream(dev_);
   if (!graphs_) {
@@ -279,9 +279,9 @@ void CudaForward::launch(std::map<int, std::unique_ptr<at::cuda::CUDAGraph>>& gr
     ++counters_.eager;
     return;
   }
-  auto it = graphs.find(R);
+  auto it = graphs.find(key);
   if (it == graphs.end()) {
-    if (seen[R]++ == 0) {  // warm-up
+    if (seen[key]++ == 0) {  // warm-up
       enqueue_fn();
       ++counters_.eager;
       return;
@@ -308,7 +308,7 @@ void CudaForward::launch(std::map<int, std::unique_ptr<at::cuda::CUDAGraph>>& gr
       have_pool_ = true;
     }
     ++counters_.captures;
-    it = graphs.emplace(R, std::move(g)).first;
+    it = graphs.emplace(key, std::move(g)).first;
   }
   it->second->replay();  // on the caller's current stream, after the step upload
   ++counters_.replays;
@@ -345,30 +345,31 @@ void CudaForward::run_batch(const Slot* slots, int n) {
     b.cache_rows = sl.caches->rows;
     b.k = sl.caches->k.data();
     b.v = sl.caches->v.data();
+    b.first_output = sl.first_output;
     total += T;
   }
   const int R = step_bucket(total);
   LA_CHECK(R > 0 && R <= kMaxRows, "CUDA forward: batched step of ", total, " tokens exceeds ", kMaxRows);
   c10::InferenceMode ng;
   c10::cuda::CUDAGuard guard(dev_);
-  const BatchStepLayout lay = batch_step_layout(R, layers_);
+  BatchStepLayout lay = batch_step_layout(R, layers_);
   // The previous step ended with a synchronisation, so its copy out of hbstep_ has completed.
   fill_batch_step(bslots_.data(), n, layers_, lay, hbstep_.data_ptr<int32_t>());
   ck(cudaMemcpyAsync(dbstep_.data_ptr<int32_t>(), hbstep_.data_ptr<int32_t>(), size_t(lay.words) * 4,
                      cudaMemcpyHostToDevice, cur_stream(dev_)),
      "batched step upload");
   ++counters_.steps;
-  launch(batch_graphs_, batch_seen_, R, [&] { enqueue_batch(lay); });
+  launch(batch_graphs_, batch_seen_, graph_key(lay.step), [&] { enqueue_batch(lay); });
 }
 
-std::vector<int32_t> CudaForward::argmax_to_host(int T) {
+const int32_t* CudaForward::argmax_to_host(int n) {
   c10::cuda::CUDAGuard guard(dev_);
   const cudaStream_t s = cur_stream(dev_);
-  ck(cudaMemcpyAsync(hout_.data_ptr<int32_t>(), am_.data_ptr<int32_t>(), size_t(T) * 4, cudaMemcpyDeviceToHost, s),
-     "argmax download");
+  if (n > 0)
+    ck(cudaMemcpyAsync(hout_.data_ptr<int32_t>(), am_.data_ptr<int32_t>(), size_t(n) * 4, cudaMemcpyDeviceToHost, s),
+       "argmax download");
   ck(cudaStreamSynchronize(s), "step");
-  const int32_t* p = hout_.data_ptr<int32_t>();
-  return std::vector<int32_t>(p, p + T);
+  return hout_.data_ptr<int32_t>();
 }
 
 void CudaForward::commit(const std::vector<int32_t>& idx, int L) {

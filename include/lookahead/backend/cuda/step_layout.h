@@ -28,16 +28,30 @@ void pack_ancestor_bits(const int32_t* parents, int T, int rows, uint32_t* bits)
 std::vector<uint32_t> pack_ancestor_bits(const std::vector<int32_t>& parents, int rows);
 
 // One padded step as the CUDA forward uploads it: int32 words [ids | positions | parents | cache_len, 3 spare |
-// ancestor bits], bucket B rows each; `words` is the total. Offsets depend only on B, so a graph captured for B
-// reads the same addresses every replay.
+// ancestor bits | output rows], bucket B rows each; `words` is the total. Offsets depend only on B, so a graph
+// captured for B reads the same addresses every replay.
+//
+// Output rows (StepInput::first_output): only rows that choose a next token get the LM head. A prompt chunk
+// chooses none (or one: its last row), and on Gemma-3-270M (a 262,144-token vocabulary) the LM head is about 60%
+// of a row's arithmetic. The fill functions list the step rows that are outputs, in order, and set
+// lm_rows (the LM head's rows: 0 when no row is an output, else the smallest bucket holding them, at most B)
+// and gather (false when every real row is an output: the LM head reads the step's first lm_rows rows as
+// before; true: it reads the listed rows, gathered, entries past the list reading row 0, never used). Logits
+// and argmax row j then belong to the j-th output row. A graph is captured per (B, lm_rows, gather).
 struct PaddedStepLayout {
   int rows = 0;  // the bucket B
-  int ids = 0, positions = 0, parents = 0, cache_len = 0, bits = 0, words = 0;
+  int ids = 0, positions = 0, parents = 0, cache_len = 0, bits = 0, outputs = 0, words = 0;
+  int lm_rows = 0;     // set by the fill functions (above)
+  bool gather = false;
 };
 PaddedStepLayout padded_step_layout(int rows);
-// Fills `out` (at least layout.words int32) with the padded step. positions/parents/tokens have T <= rows entries.
+// The LM head's rows for `n_out` output rows of a step of `rows` (bucket) rows: 0, or the smallest step bucket
+// holding them, at most rows.
+int lm_head_rows(int n_out, int rows);
+// Fills `out` (at least layout.words int32) with the padded step, rows first_output .. T-1 its outputs (sets
+// layout.lm_rows and layout.gather). positions/parents/tokens have T <= rows entries.
 void fill_padded_step(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
-                      const std::vector<int32_t>& parents, int cache_len, const PaddedStepLayout& layout,
+                      const std::vector<int32_t>& parents, int cache_len, int first_output, PaddedStepLayout& layout,
                       int32_t* out);
 
 // A batched step over several slots (requests of one model, each with its own KV cache) as the CUDA forward
@@ -59,7 +73,9 @@ struct BatchSlotStep {
   int T = 0, cache_len = 0, cache_rows = 0;
   void* const* k = nullptr;  // per layer cache bases
   void* const* v = nullptr;
+  int first_output = 0;      // rows first_output .. T-1 are outputs (their logits: slot after slot, see above)
 };
-void fill_batch_step(const BatchSlotStep* slots, int n, int layers, const BatchStepLayout& l, int32_t* out);
+// Fills `out` and sets l.step.lm_rows / l.step.gather (the outputs of every slot, slot after slot).
+void fill_batch_step(const BatchSlotStep* slots, int n, int layers, BatchStepLayout& l, int32_t* out);
 
 }  // namespace la

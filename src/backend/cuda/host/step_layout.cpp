@@ -46,15 +46,37 @@ PaddedStepLayout padded_step_layout(int rows) {
   l.cache_len = 3 * rows;
   l.bits = 3 * rows + 4;  // keeps the bits 16-byte aligned when the buffer is
   if (l.bits % 4) l.bits += 4 - l.bits % 4;
-  l.words = l.bits + rows * ancestor_words(rows);
+  l.outputs = l.bits + rows * ancestor_words(rows);
+  l.words = l.outputs + rows;
+  l.lm_rows = rows;
   return l;
 }
 
+int lm_head_rows(int n_out, int rows) {
+  if (n_out <= 0) return 0;
+  const int b = step_bucket(n_out);
+  return b < 0 || b > rows ? rows : b;
+}
+
+namespace {
+
+// After the caller listed the n_out output rows of a step of T real rows: pads the list with row 0 (read by the
+// LM head's padding rows, never used) and sets the LM head's rows.
+void finish_outputs(int n_out, int T, PaddedStepLayout& l, int32_t* out) {
+  for (int j = n_out; j < l.rows; ++j) out[l.outputs + j] = 0;
+  l.lm_rows = lm_head_rows(n_out, l.rows);
+  l.gather = n_out < T;
+}
+
+}  // namespace
+
 void fill_padded_step(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
-                      const std::vector<int32_t>& parents, int cache_len, const PaddedStepLayout& l, int32_t* out) {
+                      const std::vector<int32_t>& parents, int cache_len, int first_output, PaddedStepLayout& l,
+                      int32_t* out) {
   const int T = static_cast<int>(tokens.size());
   LA_CHECK(T >= 1 && T <= l.rows && positions.size() == tokens.size() && parents.size() == tokens.size(),
            "fill_padded_step: ", T, " tokens for ", l.rows, " rows");
+  LA_CHECK(first_output >= 0 && first_output <= T, "fill_padded_step: first output ", first_output, " of ", T);
   const int32_t pad_pos = positions[T - 1];
   for (int i = 0; i < l.rows; ++i) {
     const bool real = i < T;
@@ -65,6 +87,8 @@ void fill_padded_step(const std::vector<int32_t>& tokens, const std::vector<int3
   out[l.cache_len] = cache_len;
   out[l.cache_len + 1] = out[l.cache_len + 2] = out[l.cache_len + 3] = 0;
   pack_ancestor_bits(parents.data(), T, l.rows, reinterpret_cast<uint32_t*>(out + l.bits));
+  for (int t = first_output; t < T; ++t) out[l.outputs + t - first_output] = t;
+  finish_outputs(T - first_output, T, l, out);
 }
 
 BatchStepLayout batch_step_layout(int rows, int layers) {
@@ -78,13 +102,16 @@ BatchStepLayout batch_step_layout(int rows, int layers) {
   return l;
 }
 
-void fill_batch_step(const BatchSlotStep* slots, int n, int layers, const BatchStepLayout& l, int32_t* out) {
-  const PaddedStepLayout& s = l.step;
+void fill_batch_step(const BatchSlotStep* slots, int n, int layers, BatchStepLayout& l, int32_t* out) {
+  PaddedStepLayout& s = l.step;
   LA_CHECK(n >= 1 && n <= l.slots, "fill_batch_step: ", n, " slots for a layout of ", l.slots);
-  int T = 0;
+  int T = 0, n_out = 0;
   for (int i = 0; i < n; ++i) {
     const BatchSlotStep& b = slots[i];
     LA_CHECK(b.T >= 1 && T + b.T <= s.rows, "fill_batch_step: ", T + b.T, " tokens for ", s.rows, " rows");
+    LA_CHECK(b.first_output >= 0 && b.first_output <= b.T, "fill_batch_step: slot ", i, " first output ",
+             b.first_output, " of ", b.T);
+    for (int j = b.first_output; j < b.T; ++j) out[s.outputs + n_out++] = T + j;
     for (int j = 0; j < b.T; ++j) {
       out[s.ids + T + j] = b.tokens[j];
       out[s.positions + T + j] = b.positions[j];
@@ -120,6 +147,7 @@ void fill_batch_step(const BatchSlotStep* slots, int n, int layers, const BatchS
   }
   out[s.cache_len] = out[s.cache_len + 1] = out[s.cache_len + 2] = out[s.cache_len + 3] = 0;
   pack_ancestor_bits(out + s.parents, T, s.rows, reinterpret_cast<uint32_t*>(out + s.bits));
+  finish_outputs(n_out, T, s, out);
 }
 
 }  // namespace la
