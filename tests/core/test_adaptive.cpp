@@ -784,3 +784,40 @@ TEST(CostCalibration, WarmsUpSmallAndTimesOnlyWhatItDoesNotKnow) {
   (void)calibrate_forward_cost(m, 32, 1, CostClock::Wall, &small);
   EXPECT_TRUE(m.sizes.empty());
 }
+
+// Buckets above 64 rows: a forward linear in its rows from 32 to 64 (compute-bound: here 0.4 ms a row, slept) has
+// them extrapolated, not run (a batch job's start on SmolLM2 paid ~1 s for 65 + 128 + 256 rows); a flat forward
+// (a GPU's: 12 ms whatever the rows) has them timed. The known buckets up to 64 are --batch auto's, as in a job.
+TEST(CostCalibration, ExtrapolatesLargeBucketsOnlyWhereTheForwardIsLinear) {
+  struct Timed : la::test::OracleModel {
+    Timed(double per_row, double fixed)
+        : OracleModel(16, 1024, [](const std::vector<int32_t>& c) { return c.back() % 16; }),
+          per_row(per_row), fixed(fixed) {}
+    double per_row, fixed;
+    std::vector<int> sizes;
+    std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* lg) override {
+      const int T = static_cast<int>(in.tokens.size());
+      sizes.push_back(T);
+      std::this_thread::sleep_for(std::chrono::duration<double>(fixed + per_row * T));
+      return OracleModel::forward(in, sp, lg);
+    }
+  };
+  const double row = 4e-4;
+  Timed linear(row, 0);
+  ForwardCostModel small(64);  // as --batch auto measured it
+  for (int b : small.buckets()) small.set(b, row * b);
+  const ForwardCostModel big = calibrate_forward_cost(linear, 256, 1, CostClock::Wall, &small);
+  EXPECT_TRUE(linear.sizes.empty()) << "a linear forward's 65-256-row buckets are extrapolated, not run";
+  for (int b : {65, 128, 256}) EXPECT_NEAR(big.seconds(b), row * b, 1e-9) << b << " rows";
+  // Measured here, not given (1 ms a row, the fastest of 3: a late wake-up of a loaded machine is not a row's
+  // cost): the buckets up to 64 timed, the larger ones not.
+  Timed slow(1e-3, 0);
+  const ForwardCostModel own = calibrate_forward_cost(slow, 256, 3);
+  EXPECT_EQ(std::count_if(slow.sizes.begin(), slow.sizes.end(), [](int t) { return t > 64; }), 0);
+  EXPECT_NEAR(own.seconds(256) / (1e-3 * 256), 1.0, 0.25);
+  Timed flat(0, 0.012);
+  ForwardCostModel flat_small(64);
+  for (int b : flat_small.buckets()) flat_small.set(b, 0.012);
+  (void)calibrate_forward_cost(flat, 256, 1, CostClock::Wall, &flat_small);
+  EXPECT_EQ(flat.sizes, (std::vector<int>{64, 64, 65, 128, 256})) << "context, warm-up, the buckets past 64";
+}

@@ -11,8 +11,9 @@ namespace la {
 // fastest of `repeats` timed chain forwards of that size (the fastest is the least disturbed on a shared
 // machine; later real steps pull the model toward typical timings). One untimed forward of the largest size up to
 // 64 first warms the weights and the allocator. A bucket `known` holds (an earlier calibration of this model on
-// this clock: --batch auto's) takes its value and is not timed again. The model's cache is empty afterwards (and
-// untouched when `known` held every bucket).
+// this clock: --batch auto's) takes its value and is not timed again. Buckets above 64 rows are extrapolated from
+// the 32- and 64-row times when those show a forward linear in its rows (compute-bound, at least 10 ms for 64 rows:
+// cost_calibration.cpp), else timed. The model's cache is empty afterwards (and untouched when nothing was timed).
 ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats = 3,
                                         CostClock clock = CostClock::Wall, const ForwardCostModel* known = nullptr);
 
