@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
 #include "lookahead/backend/cuda/step_layout.h"
 
@@ -77,26 +78,21 @@ TEST(StepLayout, BatchStep) {
   EXPECT_EQ(l.step.lm_rows, 8);          // every row an output: the LM head on the first 8 rows, not gathered
   EXPECT_FALSE(l.step.gather);
   EXPECT_THROW(la::fill_batch_step(s, 9, 2, l, buf.data()), std::exception);
-  // Output rows: slot 0 a prompt chunk's last row (first_output 2), slot 1 none (a chunk before its last): the LM
-  // head on step row 2 alone, gathered, in a bucket of 1.
-  s[0].first_output = 2;
-  s[1].first_output = 2;
-  la::fill_batch_step(s, 2, 2, l, buf.data());
-  EXPECT_EQ(l.step.lm_rows, 1);
-  EXPECT_TRUE(l.step.gather);
-  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.step.outputs, buf.begin() + l.step.outputs + 8),
-            (std::vector<int32_t>{2, 0, 0, 0, 0, 0, 0, 0}));
-  s[0].first_output = 1;  // rows 1, 2 and 3, 4: four outputs of five rows, a bucket of 8
-  s[1].first_output = 0;
-  la::fill_batch_step(s, 2, 2, l, buf.data());
-  EXPECT_EQ(l.step.lm_rows, 8);
-  EXPECT_TRUE(l.step.gather);
-  EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.step.outputs, buf.begin() + l.step.outputs + 8),
-            (std::vector<int32_t>{1, 2, 3, 4, 0, 0, 0, 0}));
-  s[0].first_output = 3;
-  s[1].first_output = 2;
-  la::fill_batch_step(s, 2, 2, l, buf.data());
-  EXPECT_EQ(l.step.lm_rows, 0) << "no output row: no LM head";
+  // Output rows {first outputs of the two slots -> LM head rows, gathered, the output list}: slot 0 a prompt chunk's
+  // last row and slot 1 none (a chunk before its last): step row 2 alone, in a bucket of 1; rows 1, 2 and 3, 4:
+  // four outputs of five rows, a bucket of 8; none at all: no LM head.
+  const std::vector<std::tuple<int, int, int, bool, std::vector<int32_t>>> cases{
+      {2, 2, 1, true, {2, 0, 0, 0, 0, 0, 0, 0}}, {1, 0, 8, true, {1, 2, 3, 4, 0, 0, 0, 0}}, {3, 2, 0, true, {}}};
+  for (const auto& [f0, f1, lm_rows, gather, list] : cases) {
+    s[0].first_output = f0;
+    s[1].first_output = f1;
+    la::fill_batch_step(s, 2, 2, l, buf.data());
+    EXPECT_EQ(l.step.lm_rows, lm_rows) << f0 << ", " << f1;
+    EXPECT_EQ(l.step.gather, gather) << f0 << ", " << f1;
+    if (!list.empty()) {
+      EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.step.outputs, buf.begin() + l.step.outputs + 8), list);
+    }
+  }
   s[1].first_output = 3;
   EXPECT_THROW(la::fill_batch_step(s, 2, 2, l, buf.data()), std::exception) << "first output past the slot's rows";
 }
