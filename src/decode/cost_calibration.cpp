@@ -2,6 +2,7 @@
 #include "lookahead/decode/cost_calibration.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "lookahead/util/error.h"
@@ -25,6 +26,12 @@ constexpr int kLinearFrom = 64;
 constexpr double kLinearTolerance = 0.1;
 constexpr double kLinearMinSeconds = 0.01;
 
+// The seconds of the bucket of `tokens` rows in `secs` (one per bucket), or 0 if there is no such bucket.
+double seconds_at(const std::vector<int>& buckets, const std::vector<double>& secs, int tokens) {
+  const auto it = std::find(buckets.begin(), buckets.end(), tokens);
+  return it == buckets.end() ? 0 : secs[it - buckets.begin()];
+}
+
 // The seconds `known` stored for a bucket of `tokens` rows, or 0 if it has no such bucket.
 double known_seconds(const ForwardCostModel* known, int tokens) {
   if (!known) return 0;
@@ -32,6 +39,16 @@ double known_seconds(const ForwardCostModel* known, int tokens) {
   for (size_t i = 0; i < b.size(); ++i)
     if (b[i] == tokens) return known->bucket_seconds(i);
   return 0;
+}
+
+// Seconds a row above kLinearFrom rows when the curve is linear from kLinearFrom / 2 to kLinearFrom (see above),
+// else 0 (time those buckets).
+double linear_slope(const std::vector<int>& buckets, const std::vector<double>& secs) {
+  const double half = seconds_at(buckets, secs, kLinearFrom / 2), full = seconds_at(buckets, secs, kLinearFrom);
+  if (half <= 0 || full < kLinearMinSeconds) return 0;
+  const double per_row_ratio = (full / kLinearFrom) / (half / (kLinearFrom / 2));
+  if (std::abs(per_row_ratio - 1) > kLinearTolerance) return 0;
+  return (full - half) / (kLinearFrom / 2);
 }
 
 }  // namespace
@@ -73,25 +90,13 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
     }
     return std::max(best, 1e-7);
   };
-  auto seconds_of = [&](int tokens_) {
-    for (size_t i = 0; i < buckets.size(); ++i)
-      if (buckets[i] == tokens_) return secs[i];
-    return 0.0;
-  };
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    if (secs[i] > 0) continue;
-    const int b = buckets[i];
-    if (b > kLinearFrom) {
-      // Linear from 32 to 64 rows (a compute-bound forward): so it stays (see the header); else timed.
-      const double half = seconds_of(kLinearFrom / 2), full = seconds_of(kLinearFrom);
-      const double per_row_ratio = half > 0 ? (full / kLinearFrom) / (half / (kLinearFrom / 2)) : 0;
-      if (full >= kLinearMinSeconds && per_row_ratio >= 1 - kLinearTolerance && per_row_ratio <= 1 + kLinearTolerance) {
-        secs[i] = full + (full - half) / (kLinearFrom / 2) * (b - kLinearFrom);
-        continue;
-      }
-    }
-    secs[i] = time_forward(b);
-  }
+  // Up to kLinearFrom rows: every bucket not known is timed. Above: extrapolated where the curve is linear.
+  for (size_t i = 0; i < buckets.size() && buckets[i] <= kLinearFrom; ++i)
+    if (secs[i] <= 0) secs[i] = time_forward(buckets[i]);
+  const double slope = linear_slope(buckets, secs);
+  const double at_from = seconds_at(buckets, secs, kLinearFrom);
+  for (size_t i = 0; i < buckets.size(); ++i)
+    if (secs[i] <= 0) secs[i] = slope > 0 ? at_from + slope * (buckets[i] - kLinearFrom) : time_forward(buckets[i]);
   if (ready) model.truncate(0);
   for (size_t i = 0; i < buckets.size(); ++i) fwd.set(buckets[i], secs[i]);
   return fwd;

@@ -92,8 +92,8 @@ StepStatus enqueue_step(const StepDims& d, const StepWeights& w, const StepBuffe
 // ONE pass: every GEMM and row kernel over all lay.step.rows rows at once, the KV append and the attention per row
 // from its slot's cache pointers, length and capacity read on the device (kern::launch_kv_append_slots, the
 // attention's slot mode), so one captured graph per step shape (bucket, LM head rows) serves every batch.
-// max_cache_rows bounds every slot's cache rows (the attention's split plan: keep it constant for the model). Each row's logits and argmax are the
-// same bits as in a single-slot step of its request (every kernel and the GEMM batch-invariant: the attention's
+// max_cache_rows bounds every slot's cache rows (the attention's split plan: keep it constant for the model).
+// Each row's logits and argmax are the same bits as in a single-slot step of its request (every kernel and the GEMM batch-invariant: the attention's
 // row tiles never mix slots and its splits sit at absolute key positions; the other kernels compute a row from that
 // row alone; the LM head's GEMM is batch-invariant too, so gathering the output rows changes no bits). Commit per
 // slot afterwards (kern::launch_kv_commit with the slot's cache table).
