@@ -211,11 +211,19 @@ class TorchLlama final : public StepModel {
   }
 
   std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* logits_out) override {
-    if (cpu_) {  // the CPU kernels: the batched path with one segment (the step loop calls forward_batch itself)
-      std::vector<int32_t> out;
+    std::vector<int32_t> out;
+    forward_into(in, sp, out, logits_out);
+    return out;
+  }
+
+  // forward() into the caller's vector (capacity kept): the step loop's path (forward_batch) on the CPU and CUDA
+  // kernels allocates nothing per step, one request alone or a batch.
+  void forward_into(const StepInput& in, const SampleParams& sp, std::vector<int32_t>& out,
+                    std::vector<float>* logits_out) {
+    if (cpu_) {  // the CPU kernels: the batched path with one segment
       const BatchItem it{this, &in, &sp, &out, logits_out};
       cpu_forward_batch(&it, 1);
-      return out;
+      return;
     }
     check_step(in, w_->cfg);
     const int T = static_cast<int>(in.tokens.size());
@@ -229,16 +237,14 @@ class TorchLlama final : public StepModel {
       if (L + R > cache_.capacity()) alloc_cache(grown_capacity(L + R), /*keep=*/L);
       const int first = first_output(in, logits_out);
       cf_->run(in, L, cache_.capacity(), first);
-      std::vector<int32_t> out;
       cuda_results(*cf_, cf_->argmax_to_host(T - first), 0, first, in, sp, out, logits_out);
-      return out;
+      return;
     }
 #endif
     at::Tensor logits = reference_forward(*w_, rope_, cache_, in, L);  // [T, V] fp32
-    std::vector<int32_t> out = to_host_ids(sp.greedy() ? logits.argmax(-1) : sample_tokens(logits, in.positions, sp));
+    out = to_host_ids(sp.greedy() ? logits.argmax(-1) : sample_tokens(logits, in.positions, sp));
     if (logits_out) copy_logits(logits, logits_out);
     drop_unread(in, out);
-    return out;
   }
 
   // The CPU kernels run every item's rows in one forward (CpuForward segments, each over its own replica's cache),
@@ -249,7 +255,7 @@ class TorchLlama final : public StepModel {
   // batching its linear layers would make a request's tokens depend on its neighbours.
   void forward_batch(const BatchItem* items, int n) override {
 #ifdef LOOKAHEAD_WITH_CUDA
-    if (cf_ && n > 1) return cuda_forward_batch(items, n);
+    if (cf_) return cuda_forward_batch(items, n);
 #endif
     bool together = cpu_ != nullptr;
     for (int i = 0; i < n && together; ++i) {
@@ -309,9 +315,10 @@ class TorchLlama final : public StepModel {
       while (j < n && j - i < kMaxBatchSlots && batchable(items[j]) &&
              rows + int(items[j].in->tokens.size()) <= CudaForward::kMaxRows)
         rows += int(items[j++].in->tokens.size());
-      if (j - i <= 1) {  // alone: its own forward
+      if (j - i <= 1) {  // alone: its own forward (a lone request's step: into its kept vector)
         const BatchItem& it = items[i];
-        *it.out = it.model->forward(*it.in, *it.sp, it.logits);
+        if (auto* m = dynamic_cast<TorchLlama*>(it.model)) m->forward_into(*it.in, *it.sp, *it.out, it.logits);
+        else *it.out = it.model->forward(*it.in, *it.sp, it.logits);
         i = std::max(j, i + 1);
         continue;
       }
