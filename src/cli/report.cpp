@@ -22,6 +22,7 @@ json adaptive_stats(const RunReport& r) {
   auto& fwd = r.adaptive.cost->forward();
   for (int b : fwd.buckets()) cm[std::to_string(b)] = fwd.seconds(b) * 1e3;
   a["forward_ms_by_tokens"] = cm;
+  a["output_row_head_ms"] = fwd.output_row_seconds() * 1e3;  // what a row choosing a token adds (cost_model.h)
   const DraftController& c = *r.adaptive.controller;
   a["ladder"] = c.ladder();
   // Chosen budgets against what the strategy saw before planning (its context classes: match length, ...).

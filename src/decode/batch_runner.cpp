@@ -216,8 +216,9 @@ void BatchRunner::step() {
   double excess_per_row = 0;
   if (cost_) {
     const double fwd_s = cost_->now() - t0;
-    if (draft_rows > 0) excess_per_row = (fwd_s - cost_->step_seconds(rows - draft_rows)) / draft_rows;
-    cost_->observe_forward(rows, fwd_s);
+    // Prompt chunks choose no next token (no LM head): priced and booked as such (cost_model.h).
+    if (draft_rows > 0) excess_per_row = (fwd_s - cost_->step_seconds(rows - draft_rows, chunk_rows)) / draft_rows;
+    cost_->observe_forward(rows, fwd_s, chunk_rows);
   }
   ++counters_.steps;
   counters_.rows += rows;

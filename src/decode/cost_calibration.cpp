@@ -26,6 +26,11 @@ constexpr int kLinearFrom = 64;
 constexpr double kLinearTolerance = 0.1;
 constexpr double kLinearMinSeconds = 0.01;
 
+// The LM head's time per output row is measured on a step of at least this many rows (the largest timed bucket up
+// to 64, timed once more without output rows); smaller calibrations, and those that time nothing, keep what
+// `known` measured (or 0: every row priced with its head).
+constexpr int kHeadFrom = 16;
+
 // The seconds of the bucket of `tokens` rows in `secs` (one per bucket), or 0 if there is no such bucket.
 double seconds_at(const std::vector<int>& buckets, const std::vector<double>& secs, int tokens) {
   const auto it = std::find(buckets.begin(), buckets.end(), tokens);
@@ -51,6 +56,12 @@ double linear_slope(const std::vector<int>& buckets, const std::vector<double>& 
   return (full - half) / (kLinearFrom / 2);
 }
 
+// What the LM head adds per output row, from a forward of `rows` rows timed with every row an output (`with_head`)
+// and with none: at most 90% of a row (a noisy pair must not make prompt rows nearly free; cost_model.h).
+double output_row_seconds(int rows, double with_head, double without) {
+  return std::clamp((with_head - without) / rows, 0.0, 0.9 * with_head / rows);
+}
+
 }  // namespace
 
 ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats, CostClock clock,
@@ -73,7 +84,7 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
   };
   bool ready = false;  // the context is in the cache and the warm-up has run
   SampleParams greedy;
-  auto time_forward = [&](int b) {
+  auto time_forward = [&](int b, bool silent = false) {
     if (!ready) {
       model.truncate(0);
       append_chain(model, tokens(context, 0));
@@ -83,7 +94,8 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
     }
     double best = 1e30;  // seconds
     for (int r = 0; r < std::max(1, repeats) && (r == 0 || best < 0.05); ++r) {  // slow (big models): once
-      const auto in = StepInput::chain(tokens(b, 2 + r), context);
+      auto in = StepInput::chain(tokens(b, 2 + r), context);
+      if (silent) in.first_output = b;  // no row chooses a next token: no LM head
       const double t0 = cost_clock_seconds(clock);
       (void)model.forward(in, greedy);
       best = std::min(best, cost_clock_seconds(clock) - t0);
@@ -93,12 +105,18 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
   // Up to kLinearFrom rows: every bucket not known is timed. Above: extrapolated where the curve is linear.
   for (size_t i = 0; i < buckets.size() && buckets[i] <= kLinearFrom; ++i)
     if (secs[i] <= 0) secs[i] = time_forward(buckets[i]);
+  // The LM head's share of a row: the largest bucket timed here again with no output row (a prompt chunk's
+  // forward), or what `known` measured.
+  double head = known ? known->output_row_seconds() : 0;
+  if (largest >= kHeadFrom)
+    head = output_row_seconds(largest, seconds_at(buckets, secs, largest), time_forward(largest, true));
   const double slope = linear_slope(buckets, secs);
   const double at_from = seconds_at(buckets, secs, kLinearFrom);
   for (size_t i = 0; i < buckets.size(); ++i)
     if (secs[i] <= 0) secs[i] = slope > 0 ? at_from + slope * (buckets[i] - kLinearFrom) : time_forward(buckets[i]);
   if (ready) model.truncate(0);
   for (size_t i = 0; i < buckets.size(); ++i) fwd.set(buckets[i], secs[i]);
+  fwd.set_output_row_seconds(head);
   return fwd;
 }
 

@@ -58,6 +58,11 @@ void ForwardCostModel::refill() {
   for (int i = 0; i < n; ++i) floor_[i] = m = std::max(m, secs_[i]);
 }
 
+void ForwardCostModel::set_output_row_seconds(double s) {
+  LA_CHECK(std::isfinite(s) && s >= 0, "cost model: an output row's head time must be finite and >= 0");
+  head_s_ = s;
+}
+
 double ForwardCostModel::seconds(double tokens) const {
   const int n = max_tokens();
   const double t = std::max(1.0, tokens);
@@ -99,9 +104,13 @@ double StepCostModel::part_tokens(double plan_tokens) const {
   return std::clamp(std::ceil(plan_tokens * imbalance_ / ranks_), 1.0, plan_tokens);
 }
 
-double StepCostModel::step_seconds(double plan_tokens) const {
-  const double t = std::max(1.0, plan_tokens);
-  return fwd_.seconds(part_tokens(t)) + (ranks_ > 1 ? latency_s_ : 0.0);
+double StepCostModel::step_seconds(double plan_tokens, double silent_rows) const {
+  const double t = std::max(1.0, plan_tokens), part = part_tokens(t);
+  const double full = fwd_.seconds(part);
+  // The slowest part's share of the silent rows skips the head; never below a tenth of the full step (a head
+  // measured too dear must not make a prompt chunk free).
+  const double silent = std::clamp(silent_rows, 0.0, t) * part / t;
+  return std::max(0.1 * full, full - fwd_.output_row_seconds() * silent) + (ranks_ > 1 ? latency_s_ : 0.0);
 }
 
 void StepCostModel::observe_parts(int plan_tokens, int max_part_tokens) {

@@ -93,6 +93,33 @@ TEST(CostModel, ObservationsMoveTheirSizeAndItsNeighbours) {
   EXPECT_EQ(z.seconds(8), 1e-3);
 }
 
+// Rows that choose no next token (a prompt chunk's) skip the LM head: a step with them costs its rows less their
+// heads, and such a step is booked as what its rows would cost with heads, so the table keeps pricing draft rows
+// (every one an output) as they run. Before, prompt-chunk steps taught the large sizes a row without a head (here a
+// 64-row chunk step pulled the 64-row entry 34% below what a 64-row draft step costs).
+TEST(CostModel, PromptRowsSkipTheHeadAndDoNotCheapenDraftRows) {
+  const double head = 0.4e-4;  // 40% of a row
+  StepCostModel c(affine(1e-3, 1e-4, 256));
+  EXPECT_EQ(c.forward().output_row_seconds(), 0.0);  // unknown: every row priced with its head
+  EXPECT_NEAR(c.step_seconds(64, 63), 1e-3 + 1e-4 * 64, 1e-12);
+  c.forward().set_output_row_seconds(head);
+  EXPECT_NEAR(c.step_seconds(64), 1e-3 + 1e-4 * 64, 1e-12);
+  EXPECT_NEAR(c.step_seconds(64, 63), 1e-3 + 1e-4 * 64 - 63 * head, 1e-12);
+  for (int i = 0; i < 400; ++i) c.observe_forward(64, 1e-3 + 1e-4 * 64 - 63 * head, 63);  // chunk steps as priced
+  EXPECT_NEAR(c.step_seconds(64), 1e-3 + 1e-4 * 64, 1e-9) << "a 64-row draft step";
+  EXPECT_NEAR(c.step_seconds(66) - c.step_seconds(64), 2e-4, 1e-9) << "two draft rows beside a chunk";
+  // Never below a tenth of the step (a head measured too dear), and silent rows beyond the step do not count.
+  c.forward().set_output_row_seconds(1.0);
+  EXPECT_NEAR(c.step_seconds(8, 8), 0.1 * (1e-3 + 8e-4), 1e-12);
+  c.forward().set_output_row_seconds(head);
+  EXPECT_NEAR(c.step_seconds(8, 100), 1e-3 + 8e-4 - 8 * head, 1e-12);
+  // K ranks: the slowest part holds its share of the silent rows.
+  StepCostModel k(affine(1e-3, 1e-4, 256), 2, 0);
+  k.forward().set_output_row_seconds(head);
+  EXPECT_NEAR(k.step_seconds(64, 32), 1e-3 + 1e-4 * 32 - 16 * head, 1e-12);
+  EXPECT_THROW(k.forward().set_output_row_seconds(-1), Error);
+}
+
 TEST(CostModel, RanksTakeTheSlowestPartPlusLatency) {
   StepCostModel c(affine(1e-3, 1e-4, 256), 4, 20e-6);
   EXPECT_NEAR(c.step_seconds(64), 1e-3 + 1e-4 * 16 + 20e-6, 1e-12);
@@ -767,9 +794,11 @@ TEST(CostCalibration, WarmsUpSmallAndTimesOnlyWhatItDoesNotKnow) {
   };
   Recording m(16, 1024, [](const std::vector<int32_t>& c) { return c.back() % 16; });
   const ForwardCostModel small = calibrate_forward_cost(m, 64, 1);
-  // The context (64 rows, prefill), the warm-up (64), then each bucket once.
+  // The context (64 rows, prefill), the warm-up (64), each bucket once, then 64 rows without output rows (the
+  // LM head's time).
   std::vector<int> want = {64, 64};
   for (int b : small.buckets()) want.push_back(b);
+  want.push_back(64);
   EXPECT_EQ(m.sizes, want);
   EXPECT_EQ(m.cache_len(), 0);
   m.sizes.clear();
@@ -780,6 +809,7 @@ TEST(CostCalibration, WarmsUpSmallAndTimesOnlyWhatItDoesNotKnow) {
     EXPECT_EQ(big.bucket_seconds(i), small.bucket_seconds(i)) << "bucket " << small.buckets()[i];
   }
   EXPECT_EQ(big.max_tokens(), 256);
+  EXPECT_EQ(big.output_row_seconds(), small.output_row_seconds());
   m.sizes.clear();
   (void)calibrate_forward_cost(m, 32, 1, CostClock::Wall, &small);
   EXPECT_TRUE(m.sizes.empty());
@@ -820,4 +850,28 @@ TEST(CostCalibration, ExtrapolatesLargeBucketsOnlyWhereTheForwardIsLinear) {
   for (int b : flat_small.buckets()) flat_small.set(b, 0.012);
   (void)calibrate_forward_cost(flat, 256, 1, CostClock::Wall, &flat_small);
   EXPECT_EQ(flat.sizes, (std::vector<int>{64, 64, 65, 128, 256})) << "context, warm-up, the buckets past 64";
+}
+
+// The LM head's time per output row: the largest bucket up to 64 is timed again with no output row (here the
+// head is 0.3 ms of a 1 ms row, slept); a calibration that knows the small buckets takes the head from them.
+TEST(CostCalibration, TimesTheLmHeadOnAStepWithoutOutputRows) {
+  struct Headed : la::test::OracleModel {
+    Headed() : OracleModel(16, 1024, [](const std::vector<int32_t>& c) { return c.back() % 16; }) {}
+    std::vector<int> outputs;  // each timed-size forward's output rows
+    std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* lg) override {
+      const int T = static_cast<int>(in.tokens.size()), out = T - in.first_output;
+      outputs.push_back(out);
+      std::this_thread::sleep_for(std::chrono::duration<double>(0.7e-3 * T + 0.3e-3 * out));
+      return OracleModel::forward(in, sp, lg);
+    }
+  };
+  Headed m;
+  const ForwardCostModel f = calibrate_forward_cost(m, 32, 3);
+  EXPECT_EQ(m.outputs.back(), 0) << "the last forward: 32 rows, none of them an output";
+  EXPECT_NEAR(f.output_row_seconds() / 0.3e-3, 1.0, 0.25);
+  EXPECT_NEAR(f.seconds(32) / (1e-3 * 32), 1.0, 0.25);
+  m.outputs.clear();
+  const ForwardCostModel g = calibrate_forward_cost(m, 32, 1, CostClock::Wall, &f);
+  EXPECT_TRUE(m.outputs.empty());
+  EXPECT_EQ(g.output_row_seconds(), f.output_row_seconds());
 }

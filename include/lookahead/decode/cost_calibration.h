@@ -13,7 +13,9 @@ namespace la {
 // 64 first warms the weights and the allocator. A bucket `known` holds (an earlier calibration of this model on
 // this clock: --batch auto's) takes its value and is not timed again. Buckets above 64 rows are extrapolated from
 // the 32- and 64-row times when those show a forward linear in its rows (compute-bound, at least 10 ms for 64 rows:
-// cost_calibration.cpp), else timed. The model's cache is empty afterwards (and untouched when nothing was timed).
+// cost_calibration.cpp), else timed. The largest bucket timed up to 64 rows (at least 16) is timed once more with
+// no output row, which gives the LM head's time per output row (ForwardCostModel::output_row_seconds: a prompt
+// chunk's rows skip it). The model's cache is empty afterwards (and untouched when nothing was timed).
 ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, int repeats = 3,
                                         CostClock clock = CostClock::Wall, const ForwardCostModel* known = nullptr);
 

@@ -29,6 +29,12 @@
 //   travel with the level-0 prefix they depend on, pending chains are re-fed) and `latency` are EWMAs of what
 //   the LP executors measure. With K = 1 this is f(T). So the same model tells how large a plan K ranks run in
 //   the time of one rank's: the controller sees cheaper big plans and grows them.
+// * Rows that choose no next token (a prompt chunk's, a pending chain's: StepInput::first_output) skip the LM head
+//   and the token choice. The table holds forwards whose every row chooses one (what a draft step is), and
+//   output_row_seconds() is what the head adds to such a row (calibration times a forward with no output row):
+//   a step with `silent` rows costs f(T) - silent * head. Observations are booked the same way (a silent row's
+//   head added back), so prompt-chunk steps no longer teach the large sizes that rows are cheaper than a draft
+//   row is: on SmolLM2 the head is ~21% of a row, on Gemma-3-270M (262k vocabulary) ~60%.
 // * freeze() stops updates: tests force extreme shapes (flat, steep) that no timing can move.
 // * The clock (CostClock) that times forwards and host work: wall time on a GPU (the host waits for the device)
 //   or a multi-threaded CPU forward; the calling thread's CPU time for a CPU forward on one thread, so that a
@@ -36,6 +42,7 @@
 //   a one-token forward as much as an eight-token one and flattens the curve; the controller then drafts more
 //   than pays). The set-up picks it (generate: cpu device and --threads 1 -> ThreadCpu).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -64,6 +71,10 @@ class ForwardCostModel {
   double seconds(double tokens) const;
   // A measured forward of `tokens` took `seconds`: moves the model toward it (unless frozen).
   void observe(int tokens, double seconds);
+  // What the LM head and token choice add to a forward per row that chooses a next token (>= 0; 0: unknown,
+  // every row priced as an output row).
+  void set_output_row_seconds(double s);
+  double output_row_seconds() const { return head_s_; }
   void set_alpha(double a) { alpha_ = a; }
   void freeze(bool f = true) { frozen_ = f; }
   bool frozen() const { return frozen_; }
@@ -76,6 +87,7 @@ class ForwardCostModel {
   std::vector<double> floor_;    // entry t - 1: max of secs_ up to it
   std::vector<uint8_t> anchor_;  // set() or observed: never re-interpolated
   static constexpr int kSpread = 4;  // neighbours an observation moves (by 2^-distance of its step)
+  double head_s_ = 0;
   double alpha_ = 0.05;
   bool frozen_ = false;
   long observations_ = 0;
@@ -92,12 +104,15 @@ class StepCostModel {
   double latency_s() const { return latency_s_; }
   void set_latency(double s) { latency_s_ = s < 0 ? 0 : s; }
   double imbalance() const { return imbalance_; }
-  // Predicted seconds of one step whose plan has `plan_tokens` tokens (root included), on ranks() ranks.
-  double step_seconds(double plan_tokens) const;
+  // Predicted seconds of one step whose plan has `plan_tokens` tokens (root included), on ranks() ranks, of which
+  // `silent_rows` choose no next token (prompt chunks: no LM head).
+  double step_seconds(double plan_tokens, double silent_rows = 0) const;
   // Tokens in the slowest rank's part of such a plan.
   double part_tokens(double plan_tokens) const;
-  // One replica's forward (executor side).
-  void observe_forward(int tokens, double seconds) { fwd_.observe(tokens, seconds); }
+  // One replica's forward of `tokens` rows, `silent_rows` of them without an output (executor side).
+  void observe_forward(int tokens, double seconds, int silent_rows = 0) {
+    fwd_.observe(tokens, seconds + fwd_.output_row_seconds() * std::max(0, silent_rows));
+  }
   // LP executors: a step of `plan_tokens` whose largest part had `max_part_tokens`, and the time the step took
   // beyond its slowest forward (collectives).
   void observe_parts(int plan_tokens, int max_part_tokens);

@@ -69,7 +69,7 @@ class LocalExecutor : public StepExecutor {
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override {}
   void observe_cost(StepCostModel& cost, double run_seconds) const override {
-    cost.observe_forward(last_tokens_, run_seconds);
+    cost.observe_forward(last_tokens_, run_seconds, in_.first_output);  // rows before it: no LM head
   }
 
   // ---- Batched steps (batch_runner.h): the same step split around a forward the caller runs for many replicas.
