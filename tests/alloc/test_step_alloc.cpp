@@ -323,5 +323,18 @@ TEST(StepAllocations, CpuForwardStepsAllocateNothing) {
     }
     g_counting_all = false;
     EXPECT_EQ(g_allocs_all.load(), 0) << (type == la::WType::F32 ? "fp32" : "bf16");
+    // The logits buffer follows the output rows, not the step's: a 40-row prompt chunk holds none (on Gemma-3's
+    // 262k vocabulary a 400-row chunk held 420 MB of logits no row wrote), a 3-output step three.
+    la::CpuForward g(cfg, v, std::make_shared<la::ThreadPool>(2));
+    g.set_cache(kp, vp, cap);
+    auto chunk = step(40, false, 0);
+    g.run(chunk, 0, 40);
+    EXPECT_EQ(g.logits_rows(), 0u);
+    auto tree = step(7, true, 40);
+    g.run(tree, 40, 4);
+    EXPECT_EQ(g.logits_rows(), 3u);
+    g.argmax(7, ids.data());
+    EXPECT_EQ(ids[3], -1);
+    EXPECT_GE(ids[4], 0);
   }
 }

@@ -119,7 +119,6 @@ void CpuForward::grow(int T, int keys) {
     positions_.resize(T);
     gu_.resize(T * 2 * I);
     act_.resize(T * I);
-    logits_.resize(size_t(T) * cfg_.vocab);
     logit_row_.resize(T);
     rows_ = T;
   }
@@ -250,6 +249,16 @@ void CpuForward::run(const CpuSegment* segs, int n) {
     r = e;
   }
   if (M == 0) return;
+  // Sized by the output rows, not the step's: a 400-row prompt chunk would otherwise hold 400 rows of logits (on
+  // Gemma-3's 262k vocabulary 420 MB, faulted in page by page) that no row writes. Grows to the most output rows
+  // seen (a draft step's) by half again at least, never shrinks: steady steps allocate nothing, and a batch whose
+  // drafts grow a row at a time reallocates a few times, not once per row.
+  const size_t V = cfg_.vocab;
+  if (logits_.size() < M * V) {
+    const size_t rows = std::max<size_t>(M, logits_.size() / V * 3 / 2);
+    logits_.clear();  // nothing to keep: no copy of the old rows
+    logits_.resize(rows * V);
+  }
   gemm(*pool_, h_.data(), M, w_.lm_head, GemmOut{logits_.data(), cfg_.vocab, nullptr, false});
   if (cfg_.final_softcap > 0) softcap_rows(*pool_, logits_.data(), cfg_.vocab, M, cfg_.vocab, float(cfg_.final_softcap));
 }

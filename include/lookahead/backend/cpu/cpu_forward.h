@@ -104,6 +104,8 @@ class CpuForward {
   // Row `row`'s vocab fp32 logits of the last run, or nullptr for a row without output. The rows with outputs are
   // stored one after another in step order, so a segment's output rows are contiguous from its first one.
   const float* logits_row(int row) const;
+  // Rows of logits the buffers hold: the most output rows of a step so far (by half again), not its rows.
+  size_t logits_rows() const { return logits_.size() / size_t(cfg_.vocab); }
   // Per-row argmax of rows row0 .. row0+T-1 of the last run (lowest index on ties, as ATen's argmax); -1 for a row
   // without output.
   void argmax(int T, int32_t* out, int row0 = 0) const;
