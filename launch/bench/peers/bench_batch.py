@@ -111,8 +111,9 @@ def report(res, sets, rounds, mismatches):
             print(f"| {s} | {b} | {spread(p)} | {spread(dr)} | {spread(ll)} | "
                   f"{spread(ratio, '{:.2f}')} | {spread(dratio, '{:.2f}')} | "
                   f"{lp['p50']:.1f}/{lp['p95']:.1f} | {ld['p50']:.1f}/{ld['p95']:.1f} |")
-        print(f"|  | x B=1 |  |  |  | plain at B={BATCHES[-1]}: "
-              f"{statistics.median(r['tps'] for r in res[(s, BATCHES[-1], 'plain')]) / base:.2f}x B={BATCHES[0]} |  |  |  |")
+        if len(BATCHES) > 1:  # the scaling row: the largest B against the smallest
+            print(f"|  | x B={BATCHES[0]} |  |  |  | plain at B={BATCHES[-1]}: "
+                  f"{statistics.median(r['tps'] for r in res[(s, BATCHES[-1], 'plain')]) / base:.2f}x B={BATCHES[0]} |  |  |  |")
     print(f"ids equal to plain decoding at --batch {BATCHES[0]} in every row" if not mismatches else
           "IDS DIFFER: " + ", ".join(mismatches), flush=True)
 
