@@ -779,20 +779,33 @@ TEST(DraftController, ASleepingStrategyCostsPlainDecodingLittle) {
 
 }  // namespace
 
+namespace {
+
+// The calibration tests' model: each forward sleeps `fixed` + `per_row` a row + `per_output` an output row (rows
+// from StepInput::first_output on) and records its rows and output rows.
+struct Timed : la::test::OracleModel {
+  Timed(double per_row, double fixed, double per_output = 0)
+      : OracleModel(16, 1024, [](const std::vector<int32_t>& c) { return c.back() % 16; }),
+        per_row(per_row), fixed(fixed), per_output(per_output) {}
+  double per_row, fixed, per_output;
+  std::vector<int> sizes, outputs;
+  std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* lg) override {
+    const int T = static_cast<int>(in.tokens.size()), out = T - in.first_output;
+    sizes.push_back(T);
+    outputs.push_back(out);
+    std::this_thread::sleep_for(std::chrono::duration<double>(fixed + per_row * T + per_output * out));
+    return OracleModel::forward(in, sp, lg);
+  }
+};
+
+}  // namespace
+
 // Calibration (cost_calibration.h): the warm-up is at most 64 rows, every bucket is timed once it is past it, and
 // the buckets an earlier calibration holds (--batch auto's) are taken from it, not timed again; with all of them
 // known the model is not run at all. A calibration that warmed up at its largest size (256 rows: 0.66 s of a
 // 2.6 s start on SmolLM2) or timed the known buckets again fails here.
 TEST(CostCalibration, WarmsUpSmallAndTimesOnlyWhatItDoesNotKnow) {
-  struct Recording : la::test::OracleModel {
-    using OracleModel::OracleModel;
-    std::vector<int> sizes;
-    std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* lg) override {
-      sizes.push_back(static_cast<int>(in.tokens.size()));
-      return OracleModel::forward(in, sp, lg);
-    }
-  };
-  Recording m(16, 1024, [](const std::vector<int32_t>& c) { return c.back() % 16; });
+  Timed m(0, 0);
   const ForwardCostModel small = calibrate_forward_cost(m, 64, 1);
   // The context (64 rows, prefill), the warm-up (64), each bucket once, then 64 rows without output rows (the
   // LM head's time).
@@ -819,19 +832,6 @@ TEST(CostCalibration, WarmsUpSmallAndTimesOnlyWhatItDoesNotKnow) {
 // them extrapolated, not run (a batch job's start on SmolLM2 paid ~1 s for 65 + 128 + 256 rows); a flat forward
 // (a GPU's: 12 ms whatever the rows) has them timed. The known buckets up to 64 are --batch auto's, as in a job.
 TEST(CostCalibration, ExtrapolatesLargeBucketsOnlyWhereTheForwardIsLinear) {
-  struct Timed : la::test::OracleModel {
-    Timed(double per_row, double fixed)
-        : OracleModel(16, 1024, [](const std::vector<int32_t>& c) { return c.back() % 16; }),
-          per_row(per_row), fixed(fixed) {}
-    double per_row, fixed;
-    std::vector<int> sizes;
-    std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* lg) override {
-      const int T = static_cast<int>(in.tokens.size());
-      sizes.push_back(T);
-      std::this_thread::sleep_for(std::chrono::duration<double>(fixed + per_row * T));
-      return OracleModel::forward(in, sp, lg);
-    }
-  };
   const double row = 4e-4;
   Timed linear(row, 0);
   ForwardCostModel small(64);  // as --batch auto measured it
@@ -855,17 +855,7 @@ TEST(CostCalibration, ExtrapolatesLargeBucketsOnlyWhereTheForwardIsLinear) {
 // The LM head's time per output row: the largest bucket up to 64 is timed again with no output row (here the
 // head is 0.3 ms of a 1 ms row, slept); a calibration that knows the small buckets takes the head from them.
 TEST(CostCalibration, TimesTheLmHeadOnAStepWithoutOutputRows) {
-  struct Headed : la::test::OracleModel {
-    Headed() : OracleModel(16, 1024, [](const std::vector<int32_t>& c) { return c.back() % 16; }) {}
-    std::vector<int> outputs;  // each timed-size forward's output rows
-    std::vector<int32_t> forward(const StepInput& in, const SampleParams& sp, std::vector<float>* lg) override {
-      const int T = static_cast<int>(in.tokens.size()), out = T - in.first_output;
-      outputs.push_back(out);
-      std::this_thread::sleep_for(std::chrono::duration<double>(0.7e-3 * T + 0.3e-3 * out));
-      return OracleModel::forward(in, sp, lg);
-    }
-  };
-  Headed m;
+  Timed m(0.7e-3, 0, 0.3e-3);
   const ForwardCostModel f = calibrate_forward_cost(m, 32, 3);
   EXPECT_EQ(m.outputs.back(), 0) << "the last forward: 32 rows, none of them an output";
   EXPECT_NEAR(f.output_row_seconds() / 0.3e-3, 1.0, 0.25);
