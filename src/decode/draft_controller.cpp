@@ -294,7 +294,7 @@ int DraftController::choose(int context) {
   return b;
 }
 
-void DraftController::observe(const StepPlan& plan, const Verdict& v, double host_seconds) {
+void DraftController::observe(const StepPlan& plan, const Verdict& v, double host_seconds, int kept) {
   const int n = plan.size();
   rank_.assign(n, 0);
   int r = 0;
@@ -326,7 +326,8 @@ void DraftController::observe(const StepPlan& plan, const Verdict& v, double hos
   // strategy's host time (measured).
   ledger_->held_s -= held_s_;
   held_s_ = 0;
-  const double accepted = static_cast<double>(path_ranks_.size());
+  const int used = kept < 0 ? static_cast<int>(path_ranks_.size()) : std::max(0, kept - 1);
+  const double accepted = static_cast<double>(std::min(static_cast<int>(path_ranks_.size()), used));
   const double priced = extra_s(r + s_.lookahead_nodes(model_.ladder()[level_]));
   const double c = 0.15 * plain_s_;
   const double fwd = plain_s_ + (measured_ ? std::clamp(measured_extra_, priced - c, 4 * priced + c) : priced);

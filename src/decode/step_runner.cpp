@@ -79,6 +79,9 @@ void StepRunner::plan_step() {
   RequestStats& st = stats_;
   const int root_pos = static_cast<int>(seq_.size()) - 1;
   max_depth_ = limits_.max_positions - 1 - root_pos;
+  // A step keeps at most the tokens the request may still make: draft rows deeper than that would be verified
+  // and cut (and priced as a gain by the controller's ledger). Outputs do not change: only the draft is shorter.
+  if (limits_.max_new >= 0) max_depth_ = std::min(max_depth_, limits_.max_new - generated() - 1);
   t0_ = Clock::now();
   // The controller's host time is read on the cost model's clock (thread CPU time for a one-thread CPU forward).
   // A sleeping strategy (draft_controller.h: dormancy) is not asked: a plain step, not timed. Awake again, it
@@ -96,7 +99,7 @@ void StepRunner::plan_step() {
     return;
   }
   if (controller_) {
-    const int b = controller_->choose(strategy_.draft_context(seq_));
+    const int b = controller_->choose(strategy_.draft_context(seq_, max_depth_));
     ++st.budgets.steps;
     ++st.budgets.budget_hist[b];
     if (b == 0) ++st.budgets.plain_steps;
@@ -134,7 +137,7 @@ int StepRunner::finish_step() {
   exec_.commit(seq_, path_);
   const auto t5 = Clock::now();
   if (asleep_) controller_->observe_dormant();
-  else if (controller_) controller_->observe(plan_, verdict_, (h1_ - h0_) + (controller_->now() - h2_));
+  else if (controller_) controller_->observe(plan_, verdict_, (h1_ - h0_) + (controller_->now() - h2_), kept);
   st.steps++;
   st.new_tokens = generated();
   st.draft_tokens += plan_.num_draft();

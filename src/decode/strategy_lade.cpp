@@ -132,7 +132,7 @@ class LadeStrategy final : public Strategy {
   std::vector<int> draft_ladder() const override { return geometric_ladder(max_draft_budget(), N_ - 1); }
   // Context: n-grams the pool holds for the root (0, 1, 2, 3+): none means only the window would run.
   int draft_contexts() const override { return 4; }
-  int draft_context(const std::vector<int32_t>& seq) override {
+  int draft_context(const std::vector<int32_t>& seq, int) override {
     if (G_ <= 0 || seq.empty()) return 0;
     cands_.clear();
     return std::min(3, pool_.lookup_into(seq.back(), std::min(G_, 3), cands_));

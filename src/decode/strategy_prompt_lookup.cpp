@@ -53,12 +53,12 @@ class PromptLookupStrategy : public Strategy {
   // after step, while a match of the same length elsewhere is often a chance repeat: judged apart, the first is
   // drafted long and the second short.
   int draft_contexts() const override { return 6; }
-  int draft_context(const std::vector<int32_t>& seq) override {
+  int draft_context(const std::vector<int32_t>& seq, int max_depth) override {
     hint_ = 0;
-    if (num_tokens_ <= 0 || seq.empty()) return 0;
+    if (num_tokens_ <= 0 || seq.empty() || max_depth <= 0) return 0;  // nothing to draft: as no match
     // The whole proposal (not one token): its length is the plan's size at an unlimited budget (the hint).
     index_.propose_into(seq.data(), seq.size(), num_tokens_, chain_);
-    hint_ = static_cast<int>(chain_.size());
+    hint_ = std::min(static_cast<int>(chain_.size()), max_depth);  // plan() cuts it at max_depth
     if (chain_.empty()) return 0;
     return chained_ ? 5 : std::min(4, index_.last_match_length());
   }

@@ -140,9 +140,10 @@ class SuffixStrategy final : public Strategy {
 
   int max_draft_budget() const override { return std::max(0, opt_.max_tokens); }
   int draft_contexts() const override { return kClasses; }
-  int draft_context(const std::vector<int32_t>& seq) override {
-    if (opt_.max_tokens <= 0 || seq.empty()) return 0;
-    const SuffixDraft& d = best_draft(seq, opt_.depth);
+  int draft_context(const std::vector<int32_t>& seq, int max_depth) override {
+    hint_ = 0;
+    if (opt_.max_tokens <= 0 || seq.empty() || max_depth <= 0) return 0;
+    const SuffixDraft& d = best_draft(seq, max_depth);
     hint_ = d.size();
     const int c = d.score > 0 && chained_ ? kClasses - 1 : score_class(d.score);
     ++match_hist_[c][std::min(d.match_length, 16)];

@@ -302,7 +302,7 @@ class TwoContextStrategy : public ChainStrategy {
  public:
   TwoContextStrategy() : ChainStrategy(8) {}
   int draft_contexts() const override { return 2; }
-  int draft_context(const std::vector<int32_t>& seq) override { return seq.size() % 2; }
+  int draft_context(const std::vector<int32_t>& seq, int) override { return seq.size() % 2; }
 };
 
 TEST(DraftController, StatisticsPerContextClass) {
@@ -314,7 +314,7 @@ TEST(DraftController, StatisticsPerContextClass) {
   std::map<int, std::map<int, int>> chosen;  // context -> budget -> steps (last 200 steps)
   for (int i = 0; i < 600; ++i) {
     seq.push_back(i);
-    const int ctx = s.draft_context(seq);
+    const int ctx = s.draft_context(seq, 1 << 20);
     const int b = c.choose(ctx);
     s.plan(seq, 1000, plan);
     Verdict v;
@@ -351,7 +351,7 @@ class HintedStrategy : public Strategy {
   void update(const std::vector<int32_t>&, const StepPlan&, const std::vector<int32_t>&, const Verdict&) override {}
   int max_draft_budget() const override { return 32; }
   int draft_contexts() const override { return 2; }
-  int draft_context(const std::vector<int32_t>&) override { return cls; }
+  int draft_context(const std::vector<int32_t>&, int) override { return cls; }
   int draft_size_hint() const override { return hint; }
   int cls = 0, hint = 0;
 };
@@ -359,7 +359,7 @@ class HintedStrategy : public Strategy {
 // One step of a HintedStrategy under the controller: choose, plan, the "model" accepts the first `good` draft
 // nodes, observe. Returns the chosen budget.
 int hinted_step(DraftController& c, HintedStrategy& s, const std::vector<int32_t>& seq, StepPlan& plan, int good) {
-  const int b = c.choose(s.draft_context(seq));
+  const int b = c.choose(s.draft_context(seq, 1 << 20));
   s.plan(seq, 1000, plan);
   Verdict v;
   v.path.push_back(0);
@@ -499,6 +499,30 @@ TEST(DraftController, LedgerBoundsWhatOptimisticDraftsLose) {
       << "drafting lost " << (t / (steps * plain) - 1) * 100 << "% over plain steps";
 }
 
+// Accepted tokens cut at eos or at the length limit saved nothing: the ledger books the tokens the request kept
+// (StepRunner passes them), while the acceptance statistics learn the whole verdict.
+TEST(DraftController, LedgerBooksOnlyTheTokensKept) {
+  HintedStrategy s;
+  StepCostModel cost(affine(1e-3, 0.05e-3));
+  cost.freeze();
+  DraftController all(s, cost, no_host()), cut(s, cost, no_host());
+  const std::vector<int32_t> seq{1};
+  StepPlan plan;
+  Verdict v;
+  s.hint = 8;
+  for (DraftController* c : {&all, &cut}) {
+    ASSERT_GT(c->choose(s.draft_context(seq, 1 << 20)), 0);
+    s.plan(seq, 1000, plan);
+    ASSERT_EQ(plan.num_draft(), 8);
+    v.path.assign({0, 1, 2, 3, 4, 5, 6, 7, 8});  // the whole draft accepted
+    c->observe(plan, v, 0.0, c == &cut ? 3 : -1);  // `cut`: the request ended after the root and 2 drafts
+  }
+  EXPECT_NEAR(all.ledger().gain_s - cut.ledger().gain_s, 6 * cost.step_seconds(1), 1e-12);
+  for (size_t l = 0; l < all.ladder().size(); ++l)  // what the draft was worth: the same
+    EXPECT_DOUBLE_EQ(all.acceptance().expected_accepted(l), cut.acceptance().expected_accepted(l));
+  EXPECT_GT(all.acceptance().expected_accepted(3), 2.5);  // level 3 (budget 3): all 3 counted
+}
+
 // Measured rows (draft_controller.h): a cost model that prices a draft row at a fifth of what it measurably costs
 // (rows cost 0.5 ms, the model says 0.2; a plain step 1 ms) while one of every 4-node draft's tokens is accepted:
 // the model books +0.2 ms a drafted step, the forwards lose 1 ms. Fed the measured excess, the ledger holds the
@@ -517,7 +541,7 @@ TEST(DraftController, MeasuredRowsBoundWhatAWrongCostModelLoses) {
   const int steps = 2000;
   for (int i = 0; i < steps; ++i) {
     s.hint = 4;
-    c.choose(s.draft_context(seq));
+    c.choose(s.draft_context(seq, 1 << 20));
     s.plan(seq, 1000, plan);
     Verdict v;
     v.path = {0};
@@ -588,7 +612,7 @@ TEST(DraftController, OtherSlotsDraftsDoNotRaiseATokensWorth) {
   const int others = 15, other_rows = others * 9, other_tokens = others * 3;
   c.set_batch(other_rows, other_tokens, 0, others);
   const std::vector<int32_t> seq{1};
-  c.choose(s.draft_context(seq));
+  c.choose(s.draft_context(seq, 1 << 20));
   StepPlan plan;
   s.plan(seq, 1000, plan);
   ASSERT_GT(plan.size(), 3);  // it drafted (a flat cost: the whole draft)
@@ -635,7 +659,7 @@ std::pair<double, double> batch_of_drafts(StepCostModel& cost, const AdaptiveOpt
         plans[i].reset(1);
       } else {
         if (two_classes) s[i]->cls = step % 2;
-        c[i]->choose(s[i]->draft_context(seq));
+        c[i]->choose(s[i]->draft_context(seq, 1 << 20));
         s[i]->plan(seq, 1000, plans[i]);
       }
       last[i] = plans[i].size();
@@ -700,7 +724,7 @@ TEST(DraftController, PromptChunksInTheStepDoNotPayForDrafts) {
         if (asleep[i]) {
           plans[i].reset(1);
         } else {
-          c[i]->choose(s[i]->draft_context(seq));
+          c[i]->choose(s[i]->draft_context(seq, 1 << 20));
           s[i]->plan(seq, 1000, plans[i]);
         }
         last[i] = plans[i].size();

@@ -49,9 +49,11 @@ struct LoopStats {
 
 // One request decoded through the strategy by the real step runner (LocalExecutor over an oracle model that
 // answers with the fake model's table along each node's ancestor chain); every plan is checked. The context is
-// prompt + max_new - 1 positions, so plans never reach past the request's last token.
-V decode(la::Strategy& s, const FakeModel& m, const V& prompt, int max_new, int decoding_length, LoopStats& st) {
-  la::test::OracleModel om(m.vocab, static_cast<int>(prompt.size()) + max_new - 1, [&m](const V& c) {
+// prompt + max_new - 1 + `spare` positions: with spare = 0 the context ends at the request's last token; with more,
+// only the new-token limit keeps plans from reaching past it (the step runner's max_depth).
+V decode(la::Strategy& s, const FakeModel& m, const V& prompt, int max_new, int decoding_length, LoopStats& st,
+         int spare = 0) {
+  la::test::OracleModel om(m.vocab, static_cast<int>(prompt.size()) + max_new - 1 + spare, [&m](const V& c) {
     return m.next(c.size() >= 2 ? c[c.size() - 2] : 0, c.back());
   });
   la::LocalExecutor ex(om);
@@ -311,6 +313,23 @@ TEST(DraftPromptLookupStrategy, LosslessAcrossRequests) {
       EXPECT_GE(s->counters().at("pl_steps"), static_cast<double>(st.steps));
     }
   }
+}
+
+// The step runner plans no deeper than the tokens a request may still make, however much context is left: a
+// draft row deeper than that would be verified and its token cut at the length limit (and booked as a gain by the
+// adaptive controller's ledger). decode() checks every plan's depth against max_new - generated - 1.
+TEST(DraftPromptLookupStrategy, DraftsNoDeeperThanTheTokensLeft) {
+  const FakeModel m(13, 21);
+  const auto prompts = make_prompts(20, 13, 8);
+  la::StrategyOptions opt;
+  opt.pl.num_tokens = 10;
+  auto s = la::make_prompt_lookup_strategy(opt);
+  LoopStats st;
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    const int max_new = 1 + static_cast<int>((r * 5) % 12);
+    ASSERT_EQ(decode(*s, m, prompts[r], max_new, 10, st, 64), m.plain(prompts[r], max_new)) << "request " << r;
+  }
+  EXPECT_GE(st.max_draft, 5);  // it drafted long chains where tokens were left
 }
 
 // ---- suffix strategy ----

@@ -38,7 +38,8 @@
 // requests) plan the largest budget that costs at most `warmup_cost` plain steps, measuring every level below it
 // at once (on a flat cost: the largest budget; on a steep one a 65-token step would cost four plain steps).
 // The ledger (a bound on what drafting can lose): every drafted step's realized gain over a plain step, in the
-// cost model's seconds: its accepted tokens at a plain step's price per token, minus what its extra rows cost (as
+// cost model's seconds: its accepted tokens (those the request kept: none past eos or the length limit) at a
+// plain step's price per token, minus what its extra rows cost (as
 // measured where the runner timed the forward, below: "Measured rows"; else the model's price).
 // A draft (warm-up, probe or choice alike) is planned only if its loss should nothing be accepted fits in the
 // ledger plus `explore_share` of all steps' time (this request's share of batched steps) plus `explore_credit`
@@ -161,8 +162,10 @@ class DraftController {
     measured_ = true;
   }
   // The step planned after the last choose(): the plan run and its verdict (as verified, before eos/length cuts),
-  // and the host seconds of the step outside the forward.
-  void observe(const StepPlan& plan, const Verdict& verdict, double host_seconds);
+  // the host seconds of the step outside the forward, and the tokens the request kept (after the cuts; -1: all of
+  // the verdict's). The acceptance statistics learn the verdict (what the draft was worth); the ledger books only
+  // the kept tokens (accepted tokens cut at eos or at the length limit saved nothing).
+  void observe(const StepPlan& plan, const Verdict& verdict, double host_seconds, int kept = -1);
   // Dormancy (see the header): the strategy sleeps while dormant(); the runner then runs plain steps without it
   // and reports each through observe_dormant(). charge(): host seconds the strategy spent outside steps.
   bool dormant() const { return ledger_->dormant; }

@@ -19,7 +19,8 @@ class Strategy {
   // A new request starts; `prompt` is the prompt's token ids (BOS included).
   virtual void begin_request(const std::vector<int32_t>& prompt) { (void)prompt; }
   // Builds the plan for the next step. `seq` is the whole sequence so far (prompt + generated); the root is
-  // seq.back(). `max_depth` bounds node depth (context limit); deeper nodes must not be planned.
+  // seq.back(). `max_depth` bounds node depth (the context limit, and the tokens the request may still make: a
+  // step keeps at most max_depth + 1); deeper nodes must not be planned.
   virtual void plan(const std::vector<int32_t>& seq, int max_depth, StepPlan& out) = 0;
   // The step's outcome: results[i] is the model's next token after node i; `verdict` the accepted path.
   // `seq` is the sequence before the new tokens were appended.
@@ -60,8 +61,9 @@ class Strategy {
   // lookup: the length of the suffix that matched; LADE: how many n-grams the pool holds for the root). The
   // acceptance statistics are kept per class, so a step with a long match can draft while one without does not.
   virtual int draft_contexts() const { return 1; }
-  virtual int draft_context(const std::vector<int32_t>& seq) { (void)seq; return 0; }
-  // After draft_context(seq): the verify nodes the coming plan holds at an unlimited budget, when the strategy
+  // `max_depth` is the coming plan()'s.
+  virtual int draft_context(const std::vector<int32_t>& seq, int max_depth) { (void)seq, (void)max_depth; return 0; }
+  // After draft_context(): the verify nodes the coming plan holds at an unlimited budget, when the strategy
   // knows it before planning (suffix: its draft tree; prompt lookup: the matched continuation), or -1. The
   // controller then costs each budget b at exactly min(b, hint) nodes, instead of assuming an unplanned budget
   // fills: budgets at or above the hint make the same plan.
