@@ -21,6 +21,8 @@ using namespace la;
 
 namespace {
 
+constexpr int kAnyDepth = 1 << 20;  // draft_context's max_depth where the context and length limits are far
+
 ForwardCostModel affine(double a, double b, int max_tokens = 256) {
   ForwardCostModel f(max_tokens);
   for (int t : f.buckets()) f.set(t, a + b * t);
@@ -314,7 +316,7 @@ TEST(DraftController, StatisticsPerContextClass) {
   std::map<int, std::map<int, int>> chosen;  // context -> budget -> steps (last 200 steps)
   for (int i = 0; i < 600; ++i) {
     seq.push_back(i);
-    const int ctx = s.draft_context(seq, 1 << 20);
+    const int ctx = s.draft_context(seq, kAnyDepth);
     const int b = c.choose(ctx);
     s.plan(seq, 1000, plan);
     Verdict v;
@@ -359,7 +361,7 @@ class HintedStrategy : public Strategy {
 // One step of a HintedStrategy under the controller: choose, plan, the "model" accepts the first `good` draft
 // nodes, observe. Returns the chosen budget.
 int hinted_step(DraftController& c, HintedStrategy& s, const std::vector<int32_t>& seq, StepPlan& plan, int good) {
-  const int b = c.choose(s.draft_context(seq, 1 << 20));
+  const int b = c.choose(s.draft_context(seq, kAnyDepth));
   s.plan(seq, 1000, plan);
   Verdict v;
   v.path.push_back(0);
@@ -511,11 +513,11 @@ TEST(DraftController, LedgerBooksOnlyTheTokensKept) {
   Verdict v;
   s.hint = 8;
   for (DraftController* c : {&all, &cut}) {
-    ASSERT_GT(c->choose(s.draft_context(seq, 1 << 20)), 0);
+    ASSERT_GT(c->choose(s.draft_context(seq, kAnyDepth)), 0);
     s.plan(seq, 1000, plan);
     ASSERT_EQ(plan.num_draft(), 8);
     v.path.assign({0, 1, 2, 3, 4, 5, 6, 7, 8});  // the whole draft accepted
-    c->observe(plan, v, 0.0, c == &cut ? 3 : -1);  // `cut`: the request ended after the root and 2 drafts
+    c->observe(plan, v, 0.0, c == &cut ? 3 : -1);  // `cut` kept 3 tokens: the root's next and 2 drafts
   }
   EXPECT_NEAR(all.ledger().gain_s - cut.ledger().gain_s, 6 * cost.step_seconds(1), 1e-12);
   for (size_t l = 0; l < all.ladder().size(); ++l)  // what the draft was worth: the same
@@ -541,7 +543,7 @@ TEST(DraftController, MeasuredRowsBoundWhatAWrongCostModelLoses) {
   const int steps = 2000;
   for (int i = 0; i < steps; ++i) {
     s.hint = 4;
-    c.choose(s.draft_context(seq, 1 << 20));
+    c.choose(s.draft_context(seq, kAnyDepth));
     s.plan(seq, 1000, plan);
     Verdict v;
     v.path = {0};
@@ -612,7 +614,7 @@ TEST(DraftController, OtherSlotsDraftsDoNotRaiseATokensWorth) {
   const int others = 15, other_rows = others * 9, other_tokens = others * 3;
   c.set_batch(other_rows, other_tokens, 0, others);
   const std::vector<int32_t> seq{1};
-  c.choose(s.draft_context(seq, 1 << 20));
+  c.choose(s.draft_context(seq, kAnyDepth));
   StepPlan plan;
   s.plan(seq, 1000, plan);
   ASSERT_GT(plan.size(), 3);  // it drafted (a flat cost: the whole draft)
@@ -659,7 +661,7 @@ std::pair<double, double> batch_of_drafts(StepCostModel& cost, const AdaptiveOpt
         plans[i].reset(1);
       } else {
         if (two_classes) s[i]->cls = step % 2;
-        c[i]->choose(s[i]->draft_context(seq, 1 << 20));
+        c[i]->choose(s[i]->draft_context(seq, kAnyDepth));
         s[i]->plan(seq, 1000, plans[i]);
       }
       last[i] = plans[i].size();
@@ -724,7 +726,7 @@ TEST(DraftController, PromptChunksInTheStepDoNotPayForDrafts) {
         if (asleep[i]) {
           plans[i].reset(1);
         } else {
-          c[i]->choose(s[i]->draft_context(seq, 1 << 20));
+          c[i]->choose(s[i]->draft_context(seq, kAnyDepth));
           s[i]->plan(seq, 1000, plans[i]);
         }
         last[i] = plans[i].size();
