@@ -129,11 +129,11 @@ int main(int argc, char** argv) try {
       std::string dbg_label;
       int dbg_hint = -1;
       if (getenv("REPLAY_DEBUG")) {
-        dbg_label = s->draft_context_label(s->draft_context(seq));
+        dbg_label = s->draft_context_label(s->draft_context(seq, max_depth));
         dbg_hint = s->draft_size_hint();
       }
       if (ctl) {
-        const int ctx = s->draft_context(seq);
+        const int ctx = s->draft_context(seq, max_depth);
         const int b = ctl->choose(ctx);
         if (getenv("REPLAY_DEBUG2")) {
           std::cerr << "  ctx " << s->draft_context_label(ctx) << " hint " << s->draft_size_hint() << " pick " << b;
