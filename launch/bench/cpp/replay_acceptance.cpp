@@ -112,6 +112,7 @@ int main(int argc, char** argv) try {
   int64_t plain_steps = 0;
   la::StepPlan plan;
   la::Verdict verdict;
+  const bool debug = getenv("REPLAY_DEBUG") != nullptr, debug2 = getenv("REPLAY_DEBUG2") != nullptr;
   std::vector<int32_t> results, seq, depth;
   std::vector<uint8_t> on;
   int64_t steps = 0, tokens = 0, accepted = 0;
@@ -126,16 +127,17 @@ int main(int argc, char** argv) try {
     size_t g = 0;  // trace tokens generated so far
     while (g < t.ids.size()) {
       const int max_depth = static_cast<int>(t.ids.size() - g) - 1;
+      // The step's context class, matched once (as StepRunner does) when the controller or the debug line needs it.
+      const int ctx = ctl || debug ? s->draft_context(seq, max_depth) : 0;
       std::string dbg_label;
       int dbg_hint = -1;
-      if (getenv("REPLAY_DEBUG")) {
-        dbg_label = s->draft_context_label(s->draft_context(seq, max_depth));
+      if (debug) {
+        dbg_label = s->draft_context_label(ctx);
         dbg_hint = s->draft_size_hint();
       }
       if (ctl) {
-        const int ctx = s->draft_context(seq, max_depth);
         const int b = ctl->choose(ctx);
-        if (getenv("REPLAY_DEBUG2")) {
+        if (debug2) {
           std::cerr << "  ctx " << s->draft_context_label(ctx) << " hint " << s->draft_size_hint() << " pick " << b;
           for (int l = 0; l < (int)ctl->ladder().size(); ++l)
             std::cerr << " [" << ctl->ladder()[l] << ": a" << ctl->expected_accepted(l) << " s" << ctl->score(l) << "]";
@@ -166,7 +168,7 @@ int main(int argc, char** argv) try {
       LA_CHECK(!verdict.tokens.empty() && verdict.tokens.back() >= 0, "replay: verification left the trace");
       s->update(seq, plan, results, verdict);
       if (ctl) ctl->observe(plan, verdict, -1.0);
-      if (getenv("REPLAY_DEBUG"))
+      if (debug)
         std::cerr << dbg_label << "|" << dbg_hint << "|" << (ctl ? ctl->last_budget() : -1) << "|" << plan.size() - 1
                   << "|" << verdict.path.size() - 1 << "\n";  // no host time: the forward's cost alone
       sim_cost += cost.step_seconds(plan.size());

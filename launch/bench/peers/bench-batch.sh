@@ -3,10 +3,9 @@
 # benchmark, not a test): job tokens/s (generated tokens over the time of prompts + decoding, load excluded, for
 # both) and p50/p95 request latency of `lookahead generate --input --batch B` (plain decoding, and the drafting
 # default: suffix with adaptive drafting) against `llama-batched-bench` at the same B with
-# our mean prompt and generation lengths, for MT-Bench (chat), HumanEval and GSM8K prompts; rounds interleaved (our two
-# engines swap order every round),
-# median [min-max] reported; every one of our rows' ids compared with plain decoding at --batch 1. Body:
-# launch/bench/peers/bench_batch.py.
+# our mean prompt and generation lengths, for MT-Bench (chat), HumanEval and GSM8K prompts; rounds interleaved (our
+# two engines swap order every round), median [min-max] reported; every one of our rows' ids compared with plain
+# decoding at the smallest B. Body: launch/bench/peers/bench_batch.py.
 #   launch/bench/peers/bench-batch.sh                                  # THREADS=2, N=64 prompts per set, B=1,2,4,8,16,32
 #   N=16 MAX_NEW=64 BATCHES=1,4,16 ROUNDS=1 CHART=/tmp/batch.png launch/bench/peers/bench-batch.sh
 # Env: LOOKAHEAD_BIN, MODEL (default $LOOKAHEAD_DEPS/models/SmolLM2-135M-Instruct), THREADS, N, ROUNDS, MAX_NEW,
