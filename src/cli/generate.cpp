@@ -54,6 +54,16 @@ int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
   return int64_t(c.layers) * 2 * c.kv_heads * c.head_dim * wtype_size(parse_dtype_name(dtype));
 }
 
+// The KV cache rows --kv-memory holds (0 when not given: the batch's default). A budget below one row is an error
+// here, before any prompt runs: as 0 rows it would read as "not given" and bound nothing.
+int64_t kv_budget_rows(const GenerateOptions& o, const ModelConfig& c) {
+  if (o.kv_bytes <= 0) return 0;
+  const int64_t row = kv_row_bytes(c, o.load.dtype);
+  LA_CHECK(o.kv_bytes >= row, "--kv-memory ", o.kv_memory, " holds no KV cache row: one row of this model in ",
+           o.load.dtype, " takes ", row, " bytes (every layer's K and V)");
+  return o.kv_bytes / row;
+}
+
 // --batch: 1 for a single --prompt, the number given, or auto: the throughput choice over a plain calibration of
 // the forward (batch_loop.h), for this group's share of the prompts left. Under lookahead parallelism (ranks or
 // --simulate-ranks) the batch's slots live on every replica and every part of a slot's plan holds its root, so each
@@ -74,7 +84,7 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   const CostClock clock = o.load.device == "cpu" && o.load.threads == 1 ? CostClock::ThreadCpu : CostClock::Wall;
   const ForwardCostModel f = calibrate_forward_cost(model, 64, 2, clock);
   calibrated = f;
-  const int64_t kv = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(model.config(), o.load.dtype) : INT64_MAX;
+  const int64_t kv = o.kv_bytes > 0 ? kv_budget_rows(o, model.config()) : INT64_MAX;
   std::string line;
   const double extra = ranks > 1 ? o.collective_latency_us * 1e-6 : 0.0;  // the assumed latency (0 unless given)
   const int b = choose_batch(f, left, kv, rows / left, extra, line);
@@ -165,11 +175,13 @@ int cmd_generate(int argc, char** argv) {
   BatchCounters bcount;
   const auto t_loop = Clock::now();
   try {
-    if (batch > 1) {
+    // --kv-memory bounds the batched loop's reservations; with one request in flight it runs there too (one slot),
+    // so that a request that can never fit is refused as at any other batch size, not run past the bound.
+    if (batch > 1 || (o.kv_bytes > 0 && !o.has_prompt)) {
       BatchSetup bs;
       bs.opt.slots = batch;
       bs.opt.prefill_chunk = o.prefill_chunk;
-      bs.opt.kv_rows = o.kv_bytes > 0 ? o.kv_bytes / kv_row_bytes(m.model->config(), o.load.dtype) : 0;
+      bs.opt.kv_rows = kv_budget_rows(o, m.model->config());
       bs.cost = adaptive.cost.get();
       if (adaptive.cost)
         bs.make_controller = [&adaptive](Strategy& s) { return std::make_unique<DraftController>(s, *adaptive.cost); };

@@ -2,7 +2,8 @@
 # Continuous batching through the real binary: `generate --input --batch N` gives every request the ids of
 # decoding it alone (--batch 1) for every strategy, in bf16, sampled, with --batch auto (the choice printed), and
 # with prompts fed in small chunks; records carry every id once; the summary says how the step budget was spent; a
-# prompt that can never fit --kv-memory is refused by name while the others complete (non-zero exit); SIGTERM
+# prompt that can never fit --kv-memory is refused by name while the others complete (non-zero exit), also at
+# --batch 1, and a budget below one KV row is an error; SIGTERM
 # mid-batch exits 143 with valid records and --resume completes exactly the uninterrupted records; bad values of
 # the new flags are one clear error each.
 # labels: cli
@@ -75,11 +76,14 @@ python3 -c "
 import json
 print(json.dumps({'id': 'long', 'prompt': 'Once upon a time ' * 60}))
 for i in range(3): print(json.dumps({'id': f's{i}', 'prompt': 'Once upon a time'}))" > "$T/kv.jsonl"
-"$BIN" generate --model "$M" --input "$T/kv.jsonl" --output "$T/kv.out" --overwrite --max-new-tokens 16 --batch 2 \
-  --kv-memory 200K 2>"$T/kv.err"; rc=$?
-if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q 'prompt "long" needs .* KV cache rows' "$T/kv.err" \
-   && [ "$(wc -l < "$T/kv.out")" = 3 ]; then ok "refused: $(grep 'prompt "long"' "$T/kv.err" | head -c 150)"
-else bad "kv refusal: rc=$rc, records $(wc -l < "$T/kv.out")"; cat "$T/kv.err"; fi
+# With one request in flight too (--batch 1 ran past the bound before: its loop did not read --kv-memory).
+for b in 2 1; do
+  "$BIN" generate --model "$M" --input "$T/kv.jsonl" --output "$T/kv.out" --overwrite --max-new-tokens 16 --batch $b \
+    --kv-memory 200K 2>"$T/kv.err"; rc=$?
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q 'prompt "long" needs .* KV cache rows' "$T/kv.err" \
+     && [ "$(wc -l < "$T/kv.out")" = 3 ]; then ok "refused at --batch $b: $(grep 'prompt "long"' "$T/kv.err" | head -c 150)"
+  else bad "kv refusal at --batch $b: rc=$rc, records $(wc -l < "$T/kv.out")"; cat "$T/kv.err"; fi
+done
 
 # SIGTERM mid-batch: 143, valid records, then --resume completes to the uninterrupted records.
 head -n 60 "$P" > "$T/long.jsonl"
@@ -105,5 +109,7 @@ expect_error "--batch" generate --model "$M" --input "$T/p.jsonl" --output "$T/x
 expect_error "--prefill-chunk" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --prefill-chunk 0
 expect_error "--kv-memory" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --kv-memory 12X
 expect_error "--kv-memory" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --kv-memory -5
+# Less than one KV row: 0 rows read as "not given" before, and the job ran unbounded.
+expect_error "holds no KV cache row" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --kv-memory 1 --quiet
 echo "test_cli_batch: $((n - fails))/$n passed"
 [ "$fails" -eq 0 ]
