@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <unordered_map>
 
 #include "lookahead/tokenizer/chat_template.h"
 #include "lookahead/engine/llama.h"
 #include "lookahead/model/model_dir.h"
 #include "lookahead/util/error.h"
 #include "lookahead/util/files.h"
+#include "output_file.h"
 
 namespace la::cli {
 namespace {
@@ -85,10 +87,16 @@ std::vector<PromptRecord> read_prompts(const GenerateOptions& o) {
   std::ifstream in(o.input);
   std::string line;
   int lineno = 0;
+  // Records and --resume match requests by id: a repeated id is refused here, before any
+  // output is written (--resume would refuse the output later, and a record could not be told from its twin).
+  std::unordered_map<std::string, int> seen;
   while (std::getline(in, line)) {
     ++lineno;
     PromptRecord p;
     if (!parse_prompt_record(line, prompts.size(), o.input + ":" + std::to_string(lineno), p)) continue;
+    const auto [at, fresh] = seen.emplace(id_key(p.id), lineno);
+    LA_CHECK(fresh, o.input, ":", lineno, ": id ", at->first, " repeats line ", at->second,
+             "'s (records and --resume match requests by id; a line without an id has its index as id)");
     prompts.push_back(std::move(p));
   }
   LA_CHECK(!prompts.empty(), "--input file '", o.input, "' holds no prompts");

@@ -24,6 +24,9 @@ d = clone("arch"); c = json.load(open(d + "/config.json")); c["architectures"] =
 d = clone("notok"); os.remove(d + "/tokenizer.model")
 d = clone("noweights"); os.remove(d + "/model.safetensors")
 open(os.path.join(t, "bad.jsonl"), "w").write('{"id": 1, "prompt": "hi"}\n{"id": 2, "prompt": \n')
+# A repeated id (records and --resume match by id): the second explicit, and an index id against an explicit one.
+open(os.path.join(t, "dup.jsonl"), "w").write('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": "yo"}\n{"id": "a", "prompt": "x"}\n')
+open(os.path.join(t, "dupidx.jsonl"), "w").write('{"prompt": "hi"}\n{"id": 0, "prompt": "yo"}\n')
 # GGUF files (--model FILE.gguf): written field by field (little-endian; strings are u64 length + bytes)
 def gstr(x): x = x.encode(); return struct.pack("<Q", len(x)) + x
 def gguf(kvs, tensors=b"", n_tensors=0):
@@ -63,6 +66,8 @@ expect_error "empty prompt" "${G[@]}" --model "$T/m" --prompt ""
 expect_error "exceeds the model's context" generate --quiet --model "$T/m" --prompt hi --max-new-tokens 600
 expect_error "prompt \"long\"" generate --quiet --model "$T/m" --input "$T/long.jsonl" --output "$T/o.jsonl"
 expect_error "bad.jsonl:2: invalid JSON" "${G[@]}" --model "$T/m" --input "$T/bad.jsonl" --output "$T/o.jsonl"
+expect_error 'dup.jsonl:3: id "a" repeats line 1' "${G[@]}" --model "$T/m" --input "$T/dup.jsonl" --output "$T/o.jsonl"
+expect_error "dupidx.jsonl:2: id 0 repeats line 1" "${G[@]}" --model "$T/m" --input "$T/dupidx.jsonl" --output "$T/o.jsonl" --batch 2
 expect_error "--input file" "${G[@]}" --model "$T/m" --input "$T/missing.jsonl" --output "$T/o.jsonl"
 expect_error "--input needs --output" "${G[@]}" --model "$T/m" --input "$T/bad.jsonl"
 expect_error "only one of --prompt and --input" "${G[@]}" --model "$T/m" --prompt hi --input "$T/bad.jsonl" --output "$T/o"
