@@ -38,7 +38,18 @@ std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>&
   const std::string& tdir = files.path();
   LA_CHECK(!is_random_model(tdir), o.chat ? "--chat needs" : "\"messages\" records need",
            " a chat template: give a model directory (or --tokenizer DIR) that has one");
-  auto t = std::make_unique<ChatTemplate>(ChatTemplate::load(files));
+  // What to do instead depends on who asked for the template: --chat, or records that carry "messages".
+  std::unique_ptr<ChatTemplate> t;
+  try {
+    t = std::make_unique<ChatTemplate>(ChatTemplate::load(files));
+  } catch (const Error& e) {
+    if (o.chat) fail(e.what(), ": drop --chat and give the prompt text as it should be fed");
+    const auto first = std::find_if(prompts.begin(), prompts.end(), [](const PromptRecord& p) {
+      return !p.messages.empty() && p.ids.empty();
+    });
+    fail(e.what(), ": --input records with \"messages\" need one (first: id ", first->id.dump(),
+         "); give them as \"prompt\" text, or --tokenizer DIR with a chat template");
+  }
   // A template option the template does not read would be silently ignored (as transformers does): refuse it.
   LA_CHECK(o.chat_thinking.empty() || t->kind() == ChatTemplate::Kind::Qwen3, "--chat-thinking: the chat template of ",
            tdir, " (", t->name(), ") has no enable_thinking switch (only Qwen3's has)");

@@ -235,7 +235,7 @@ ChatTemplate ChatTemplate::load(const ModelDir& d) {
   if (is_gguf_path(dir)) {  // --model FILE.gguf: tokenizer.chat_template
     std::string text, bos, eos;
     LA_CHECK(gguf_template(dir, text, bos, eos), "model '", dir, "' has no chat template (no metadata "
-             "'tokenizer.chat_template'): drop --chat and give the prompt text as it should be fed");
+             "'tokenizer.chat_template')");
     return parse(text, bos, eos, dir + " (tokenizer.chat_template)");
   }
   const std::string cfg_path = d.file("tokenizer_config.json");
@@ -260,7 +260,7 @@ ChatTemplate ChatTemplate::load(const ModelDir& d) {
     text = read_file(origin);
   } else {
     fail("model '", dir, "' has no chat template (no \"chat_template\" in tokenizer_config.json, no "
-         "chat_template.jinja): drop --chat and give the prompt text as it should be fed");
+         "chat_template.jinja)");
   }
   LA_CHECK(!strip(text).empty(), origin, ": the chat template is empty");
   return parse(text, read_json_token(cfg, "bos_token"), read_json_token(cfg, "eos_token"), origin);

@@ -104,8 +104,8 @@ expect_error "tensor 'token_embd.weight' (Q2_K, 672 bytes at data offset 0, file
 expect_error "gemma/tokenizer_config.json: chat template not recognised" "${G[@]}" --model "$T/gemma" --prompt hi --chat
 expect_error "prompt_ids" "${G[@]}" --model "$T/gemma" --prompt hi --chat
 expect_error "without a \"default\" entry" "${G[@]}" --model "$T/chatlist" --prompt hi --chat
-expect_error "has no chat template" "${G[@]}" --model "$T/m" --prompt hi --chat
-expect_error "has no chat template" "${G[@]}" --model "$T/m" --input "$T/msgs.jsonl" --output "$T/o.jsonl"
+expect_error "has no chat template.*drop --chat" "${G[@]}" --model "$T/m" --prompt hi --chat
+expect_error 'has no chat template.*records with "messages" need one (first: id 1)' "${G[@]}" --model "$T/m" --input "$T/msgs.jsonl" --output "$T/o.jsonl"
 expect_error "--chat needs a chat template" "${G[@]}" --model random:tiny-gqa-bias --prompt hi --chat
 expect_error "badmsg.jsonl:1: messages.0. must be an object" "${G[@]}" --model "$T/m" --input "$T/badmsg.jsonl" --output "$T/o.jsonl"
 expect_error "badrole.jsonl:1: messages.0. has role 'robot'" "${G[@]}" --model "$T/m" --input "$T/badrole.jsonl" --output "$T/o.jsonl"
