@@ -174,6 +174,7 @@ class TorchLlama final : public StepModel {
     size_t n = 0;
     if (cpu_weights_) {
       n += cpu_weights_->lm_head.bytes;
+      if (cpu_weights_->head_sketch) n += cpu_weights_->head_sketch->bytes();
       for (const CpuLayerView& L : cpu_weights_->layers) n += L.wqkv.bytes + L.wo.bytes + L.wgu.bytes + L.wd.bytes;
     }
     std::set<const void*> seen;
@@ -277,7 +278,8 @@ class TorchLlama final : public StepModel {
       const int T = static_cast<int>(items[i].in->tokens.size());
       if (m->len_ + T > m->cache_.capacity()) m->alloc_cache(m->grown_capacity(m->len_ + T), /*keep=*/m->len_);
       m->step_len_ = T;
-      segs_[i] = CpuSegment{items[i].in, &m->cpu_->cache(), m->len_, first_output(*items[i].in, items[i].logits)};
+      segs_[i] = CpuSegment{items[i].in, &m->cpu_->cache(), m->len_, first_output(*items[i].in, items[i].logits),
+                            items[i].sp->greedy() && items[i].logits == nullptr};
     }
     cpu_->run(segs_.data(), n);
     for (int i = 0, row = 0; i < n; ++i) {
@@ -400,7 +402,15 @@ class TorchLlama final : public StepModel {
       return;
     }
     // The GEMM's panel copies of the weights are made once and shared by every fork (replicas, simulated ranks).
-    if (!cpu_weights_) cpu_weights_ = std::make_shared<const CpuModelView>(cpu_model_view(*w_));
+    if (!cpu_weights_) {
+      CpuModelView v = cpu_model_view(*w_);
+      // LOOKAHEAD_HEAD_SKETCH=off: every greedy step computes every logit (benchmarks of the sketch against it).
+      const char* env = std::getenv("LOOKAHEAD_HEAD_SKETCH");
+      const bool off = env != nullptr && std::string(env) == "off";
+      if (!off && head_sketch_supports(v.lm_head) && w_->cfg.final_softcap <= 0)
+        v.head_sketch = std::make_shared<const HeadSketch>(build_head_sketch(*pool_, v.lm_head));
+      cpu_weights_ = std::make_shared<const CpuModelView>(std::move(v));
+    }
     CpuModelView v = *cpu_weights_;
     v.rope_cos = rope_.cos.data_ptr<float>();
     v.rope_sin = rope_.sin.data_ptr<float>();

@@ -248,7 +248,19 @@ void CpuForward::run(const CpuSegment* segs, int n) {
                   h_.data() + long(logit_row_[r]) * H, H);
     r = e;
   }
+  sketched_ = false;
   if (M == 0) return;
+  // Greedy steps whose callers read only the argmax: the sketch names the candidates, a few logits are computed.
+  bool argmax_only = w_.head_sketch != nullptr && cfg_.final_softcap <= 0 && M <= w_.head_sketch->max_rows;
+  for (int s = 0; s < n && argmax_only; ++s)
+    argmax_only = segs[s].argmax_only || segs[s].first_output >= int(segs[s].in->tokens.size());
+  if (argmax_only) {
+    if (best_.size() < size_t(M)) best_.resize(std::max<size_t>(M, best_.size() * 3 / 2));
+    if (sketch_argmax(*pool_, *w_.head_sketch, w_.lm_head, h_.data(), M, best_.data(), sketch_scratch_)) {
+      sketched_ = true;
+      return;
+    }
+  }
   // Sized by the output rows, not the step's: a 400-row prompt chunk would otherwise hold 400 rows of logits (on
   // Gemma-3's 262k vocabulary 420 MB, faulted in page by page) that no row writes. Grows to the most output rows
   // seen (a draft step's) by half again at least, never shrinks: steady steps allocate nothing, and a batch whose
@@ -264,12 +276,20 @@ void CpuForward::run(const CpuSegment* segs, int n) {
 }
 
 const float* CpuForward::logits_row(int row) const {
+  LA_CHECK(!sketched_, "internal: logits of a step whose argmax came from the head's sketch");
   const int c = logit_row_[row];
   return c < 0 ? nullptr : logits_.data() + long(c) * cfg_.vocab;
 }
 
 void CpuForward::argmax(int T, int32_t* out, int row0) const {
   const int V = cfg_.vocab;
+  if (sketched_) {
+    for (int t = 0; t < T; ++t) {
+      const int c = logit_row_[row0 + t];
+      out[t] = c < 0 ? -1 : best_[c];
+    }
+    return;
+  }
   for (int t = 0; t < T; ++t) {
     const float* r = logits_row(row0 + t);
     if (!r) {

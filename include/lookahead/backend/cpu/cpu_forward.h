@@ -9,7 +9,8 @@
 //   x = embed[tokens]
 //   per layer: h = rmsnorm(x) ; qkv = h Wqkv^T (+b) ; rope(q, k) ; cache[L + i] = k, v (rounded to the dtype)
 //              x += attention(q, cache | ancestors) Wo^T (+b) ; h = rmsnorm(x) ; x += swiglu(h Wgu^T) Wd^T
-//   logits = rmsnorm(x) Wlm^T   (fp32, [T, V])
+//   logits = rmsnorm(x) Wlm^T   (fp32, [T, V]; a greedy step of a few rows whose caller reads only the argmax
+//                                 takes it from the head's int8 sketch and a few exact logits: head_sketch.h)
 // and the features of the Llama relatives (ModelConfig's feature fields), each as the ATen reference does it:
 //   Qwen3, Gemma-3: per-head RMSNorm of q and k before RoPE (head_norm.h);  Phi-3 variants: RoPE on the first
 //   rotary() dims only (rope.h);  Gemma: GeGLU (geglu.h), RMSNorm scaling by (1 + w) (w + 1 widened to fp32 once,
@@ -29,6 +30,7 @@
 #include "lookahead/backend/cpu/attention.h"
 #include "lookahead/backend/cpu/gemm.h"
 #include "lookahead/backend/cpu/gemm_quant.h"
+#include "lookahead/backend/cpu/head_sketch.h"
 #include "lookahead/model/config.h"
 #include "lookahead/model/step_model.h"
 
@@ -58,6 +60,9 @@ struct CpuModelView {
   std::shared_ptr<const QuantRows> embed_rows;
   const void* norm = nullptr;   // [hidden]
   PackedWeight lm_head;
+  // The head's int8 sketch (head_sketch.h) when it has one (float panels, no final soft-cap): greedy steps then
+  // compute the argmax from it and a few exact logits instead of every logit.
+  std::shared_ptr<const HeadSketch> head_sketch;
   std::vector<CpuLayerView> layers;
   const float* rope_cos = nullptr;  // [max_positions, head_dim] fp32
   const float* rope_sin = nullptr;
@@ -78,6 +83,7 @@ struct CpuSegment {
   const CpuCache* cache = nullptr;
   int L = 0;
   int first_output = 0;  // rows before it get no logits (StepInput::first_output; 0 when the caller reads them all)
+  bool argmax_only = false;  // the caller reads only argmax() of its rows (greedy, no logits wanted)
 };
 
 class CpuForward {
@@ -102,8 +108,12 @@ class CpuForward {
   // never depend on the rows beside it, nor on which rows have outputs).
   void run(const CpuSegment* segs, int n);
   // Row `row`'s vocab fp32 logits of the last run, or nullptr for a row without output. The rows with outputs are
-  // stored one after another in step order, so a segment's output rows are contiguous from its first one.
+  // stored one after another in step order, so a segment's output rows are contiguous from its first one. When
+  // every segment with outputs was argmax_only and the head has a sketch, the run computed no logits (an error to
+  // ask for them): argmax() answers from the sketch, the same ids.
   const float* logits_row(int row) const;
+  // Whether the last run answered its argmax from the head's sketch (no logits computed).
+  bool sketched() const { return sketched_; }
   // Rows of logits the buffers hold: the most output rows of a step so far (by half again), not its rows.
   size_t logits_rows() const { return logits_.size() / size_t(cfg_.vocab); }
   // Per-row argmax of rows row0 .. row0+T-1 of the last run (lowest index on ties, as ATen's argmax); -1 for a row
@@ -132,6 +142,9 @@ class CpuForward {
   std::vector<AttentionSegment> att_;  // per segment, its layer's cache set per layer
   std::vector<float> x_, h_, a_, qkv_, attn_, gu_, act_, logits_;  // a_: a branch's output before its sandwich norm
   std::vector<int32_t> logit_row_;  // per step row: its row in h_'s final norm and in logits_, or -1 (no output)
+  bool sketched_ = false;           // the last run's argmax came from the sketch: best_ holds it, logits_ nothing
+  std::vector<int32_t> best_;       // per output row, the argmax (sketched runs)
+  SketchScratch sketch_scratch_;
   AttentionScratch att_scratch_;
 };
 
