@@ -15,6 +15,7 @@
 #include "lookahead/backend/cpu/gemm.h"
 #include "lookahead/backend/cpu/head_norm.h"
 #include "lookahead/backend/cpu/isa.h"
+#include "common/isa_paths.h"
 #include "lookahead/backend/cpu/softcap.h"
 #include "lookahead/backend/cpu/thread_pool.h"
 
@@ -31,16 +32,8 @@ namespace {
 const WType kTypes[] = {WType::F32, WType::BF16, WType::F16};
 const char* name(WType t) { return t == WType::F32 ? "f32" : t == WType::BF16 ? "bf16" : "f16"; }
 
-// Restores the ISA path a test changed.
-struct IsaGuard {
-  CpuIsa saved = cpu_isa();
-  ~IsaGuard() { set_cpu_isa(saved); }
-};
-std::vector<CpuIsa> isas() {
-  std::vector<CpuIsa> v{CpuIsa::Portable};
-  if (detected_cpu_isa() == CpuIsa::Avx2) v.push_back(CpuIsa::Avx2);
-  return v;
-}
+using test::IsaGuard;
+std::vector<CpuIsa> isas() { return test::isa_paths(); }
 
 // A weight of type t (raw bytes) with values drawn in [-1, 1), and its exact fp32 values.
 struct Weight {

@@ -14,6 +14,7 @@
 #include "lookahead/backend/cpu/gemm.h"
 #include "lookahead/backend/cpu/head_sketch.h"
 #include "lookahead/backend/cpu/isa.h"
+#include "common/isa_paths.h"
 #include "lookahead/backend/cpu/thread_pool.h"
 #include "lookahead/model/dtype.h"
 
@@ -21,15 +22,8 @@ using namespace la;
 
 namespace {
 
-struct IsaGuard {
-  CpuIsa saved = cpu_isa();
-  ~IsaGuard() { set_cpu_isa(saved); }
-};
-std::vector<CpuIsa> isas() {
-  std::vector<CpuIsa> v{CpuIsa::Portable};
-  if (detected_cpu_isa() == CpuIsa::Avx2) v.push_back(CpuIsa::Avx2);
-  return v;
-}
+using test::IsaGuard;
+std::vector<CpuIsa> isas() { return test::isa_paths(); }
 
 struct Head {
   std::vector<uint8_t> raw;

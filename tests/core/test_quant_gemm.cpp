@@ -13,6 +13,7 @@
 #include "lookahead/backend/cpu/gemm.h"
 #include "lookahead/backend/cpu/gemm_quant.h"
 #include "lookahead/backend/cpu/isa.h"
+#include "common/isa_paths.h"
 #include "lookahead/model/quant.h"
 #include "lookahead/backend/cpu/thread_pool.h"
 
@@ -20,15 +21,8 @@ using namespace la;
 
 namespace {
 
-struct IsaGuard {
-  CpuIsa saved = cpu_isa();
-  ~IsaGuard() { set_cpu_isa(saved); }
-};
-std::vector<CpuIsa> isas() {
-  std::vector<CpuIsa> v{CpuIsa::Portable};
-  if (detected_cpu_isa() == CpuIsa::Avx2) v.push_back(CpuIsa::Avx2);
-  return v;
-}
+using test::IsaGuard;
+std::vector<CpuIsa> isas() { return test::isa_paths(); }
 
 const QType kServed[] = {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0,
                          QType::Q5_1, QType::Q4_K, QType::Q5_K, QType::Q6_K};
