@@ -98,8 +98,8 @@ std::vector<PromptRecord> read_prompts(const GenerateOptions& o) {
   std::ifstream in(o.input);
   std::string line;
   int lineno = 0;
-  // Records and --resume match requests by id: a repeated id is refused here, before any
-  // output is written (--resume would refuse the output later, and a record could not be told from its twin).
+  // Records and --resume match requests by id: a repeated id is refused here, before any output is written
+  // (--resume would refuse the output later, and a record could not be told from its twin).
   std::unordered_map<std::string, int> seen;
   while (std::getline(in, line)) {
     ++lineno;
