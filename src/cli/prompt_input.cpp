@@ -27,9 +27,11 @@ std::vector<int32_t> encode_chat(const Tokenizer& tok, const std::string& text, 
 // The chat template when --chat is given or a record carries "messages" (and still needs its ids), else null.
 std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>& prompts, const ModelDir& files,
                                                 const GenerateOptions& o) {
-  const bool any_messages = std::any_of(prompts.begin(), prompts.end(), [](const PromptRecord& p) {
+  // The first record that carries "messages" and still needs its ids (end: none).
+  const auto first_messages = std::find_if(prompts.begin(), prompts.end(), [](const PromptRecord& p) {
     return !p.messages.empty() && p.ids.empty();
   });
+  const bool any_messages = first_messages != prompts.end();
   const char* flag = !o.chat_thinking.empty() ? "--chat-thinking" : !o.chat_date.empty() ? "--chat-date" : nullptr;
   if (!o.chat && !any_messages) {
     LA_CHECK(!flag, flag ? flag : "", " needs --chat or \"messages\" records (it is a chat template option)");
@@ -44,10 +46,7 @@ std::unique_ptr<ChatTemplate> chat_template_for(const std::vector<PromptRecord>&
     t = std::make_unique<ChatTemplate>(ChatTemplate::load(files));
   } catch (const Error& e) {
     if (o.chat) fail(e.what(), ": drop --chat and give the prompt text as it should be fed");
-    const auto first = std::find_if(prompts.begin(), prompts.end(), [](const PromptRecord& p) {
-      return !p.messages.empty() && p.ids.empty();
-    });
-    fail(e.what(), ": --input records with \"messages\" need one (first: id ", first->id.dump(),
+    fail(e.what(), ": --input records with \"messages\" need one (first: id ", first_messages->id.dump(),
          "); give them as \"prompt\" text, or --tokenizer DIR with a chat template");
   }
   // A template option the template does not read would be silently ignored (as transformers does): refuse it.

@@ -255,7 +255,7 @@ void CpuForward::run(const CpuSegment* segs, int n) {
   for (int s = 0; s < n && argmax_only; ++s)
     argmax_only = segs[s].argmax_only || segs[s].first_output >= int(segs[s].in->tokens.size());
   if (argmax_only) {
-    if (best_.size() < size_t(M)) best_.resize(std::max<size_t>(M, best_.size() * 3 / 2));
+    if (best_.size() < size_t(M)) best_.resize(M);  // at most max_rows (a few): grows a few times, once each
     if (sketch_argmax(*pool_, *w_.head_sketch, w_.lm_head, h_.data(), M, best_.data(), sketch_scratch_)) {
       sketched_ = true;
       return;

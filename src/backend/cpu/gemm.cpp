@@ -300,6 +300,16 @@ void gemm(ThreadPool& pool, const float* x, int M, const PackedWeight& w, const 
   }
 }
 
+float packed_at(const PackedWeight& w, int n, int k) {
+  return load_f32(w.data, w.type, long(size_t(n / kLanes) * panel_elems(w.cols) + size_t(k) * kLanes + n % kLanes));
+}
+
+float gemm_output(const float* x, const PackedWeight& w, int n) {
+  float acc = 0;
+  for (int k = 0; k < w.cols; ++k) acc = std::fma(packed_at(w, n, k), x[k], acc);
+  return acc;
+}
+
 // ---- the 8-lane dot product (RMSNorm) -------------------------------------------------------------------------
 namespace {
 float dot_portable(const float* a, const float* b, int K) {

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <cstring>
 
 #include "lookahead/backend/cpu/isa.h"
 #include "lookahead/backend/cpu/thread_pool.h"
@@ -22,16 +21,9 @@ namespace la {
 namespace {
 
 constexpr int kGroup = 32;
-constexpr int kLanes = 8;  // the panel layout's rows per panel (gemm.h)
 constexpr double kU = 0x1p-24;
 
 double gamma_of(int j) { return j * kU / (1 - j * kU); }
-
-// Element (n, k) of a float-panel weight (gemm.h's layout).
-float panel_at(const PackedWeight& w, int n, int k) {
-  const size_t idx = size_t(n / kLanes) * size_t(w.cols) * kLanes + size_t(k) * kLanes + size_t(n % kLanes);
-  return load_f32(w.data, w.type, long(idx));
-}
 
 // Round half away from zero, as std::lround, clamped to the code range.
 inline int code_of(float v) { return int(std::clamp(std::lround(v), -127L, 127L)); }
@@ -59,7 +51,7 @@ bool quantize_row(const float* x, int K, int G, int gpad, int8_t* q, float* t, f
 
 // a = sum_g s[g] t[g] I[g] and B = sum_g m[g] beta[g] for one vocabulary row and one token row.
 inline void row_bounds_portable(const int8_t* c, const float* s, const float* beta, const int8_t* q, const float* t,
-                         const float* m, int G, int gpad, float& a, float& b) {
+                                const float* m, int G, int gpad, float& a, float& b) {
   float acc = 0, bb = 0;
   for (int g = 0; g < G; ++g) {
     int32_t I = 0;
@@ -72,12 +64,11 @@ inline void row_bounds_portable(const int8_t* c, const float* s, const float* be
 }
 
 #if defined(__x86_64__)
-LA_AVX2 inline float hsum_avx2(__m256 v) { return fold_avx2(v); }
-
 // The same with 32 codes per instruction group: sign(q) moved onto the codes, |q| x codes by maddubs (pairs: at
 // most 2 x 127 x 127 < 2^15, no saturation), pairs of pairs by madd, converted (exact: < 2^24) and scaled per lane.
-LA_AVX2 inline __attribute__((always_inline)) void row_bounds_avx2(const int8_t* c, const float* s, const float* beta, const int8_t* q, const float* t,
-                             const float* m, int G, int gpad, float& a, float& b) {
+LA_AVX2 inline __attribute__((always_inline)) void row_bounds_avx2(const int8_t* c, const float* s, const float* beta,
+                                                                  const int8_t* q, const float* t, const float* m,
+                                                                  int G, int gpad, float& a, float& b) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc = _mm256_setzero_ps();
   for (int g = 0; g < G; ++g) {
@@ -90,8 +81,8 @@ LA_AVX2 inline __attribute__((always_inline)) void row_bounds_avx2(const int8_t*
   }
   __m256 bb = _mm256_setzero_ps();
   for (int g = 0; g < gpad; g += 8) bb = _mm256_fmadd_ps(_mm256_loadu_ps(m + g), _mm256_loadu_ps(beta + g), bb);
-  a = hsum_avx2(acc);
-  b = hsum_avx2(bb);
+  a = fold_avx2(acc);
+  b = fold_avx2(bb);
 }
 #endif
 
@@ -169,7 +160,7 @@ HeadSketch build_head_sketch(ThreadPool& pool, const PackedWeight& w) {
     for (int r = r0; r < r1; ++r) {
       bool finite = true;
       for (int k = 0; k < K; ++k) {
-        row[size_t(k)] = panel_at(w, r, k);
+        row[size_t(k)] = packed_at(w, r, k);
         finite = finite && std::isfinite(row[size_t(k)]);
       }
       if (!finite) {
@@ -201,12 +192,6 @@ HeadSketch build_head_sketch(ThreadPool& pool, const PackedWeight& w) {
   for (int r = 0; r < s.rows; ++r)
     if (!s.always[size_t(r)]) s.max_l1 = std::max(s.max_l1, l1[size_t(r)]);
   return s;
-}
-
-float exact_head_logit(const PackedWeight& w, int n, const float* x) {
-  float acc = 0;
-  for (int k = 0; k < w.cols; ++k) acc = std::fma(panel_at(w, n, k), x[k], acc);
-  return acc;
 }
 
 bool sketch_argmax(ThreadPool& pool, const HeadSketch& s, const PackedWeight& w, const float* x, int M, int32_t* out,
@@ -261,7 +246,7 @@ bool sketch_argmax(ThreadPool& pool, const HeadSketch& s, const PackedWeight& w,
       const float* xr = x + size_t(t) * K;
       for (int r = r0; r < r1; ++r) {
         if (!(double(a[r]) + double(b[r]) + slack(a[r], b[r]) >= lo)) continue;  // its upper bound is below lo
-        merge(bi, bv, r, exact_head_logit(w, r, xr));
+        merge(bi, bv, r, gemm_output(xr, w, r));  // the GEMM's own bits
         ++count;
       }
       sc.best[size_t(i) * M + t] = bi;

@@ -67,6 +67,12 @@ void gemm(ThreadPool& pool, const float* x, int M, const PackedWeight& w, const 
 // Panels p0 .. p1-1 (output rows 8 p0 .. min(8 p1, N) - 1) on the calling thread.
 void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& out);
 
+// Element (n, k) of a float-panel weight, widened to fp32 as the GEMM reads it.
+float packed_at(const PackedWeight& w, int n, int k);
+// One output y[n] of one token row x (K) without bias, exactly as gemm() computes it (the fma chain above): the
+// same bits as that element of a whole product (the greedy head's sketch computes its candidates with it).
+float gemm_output(const float* x, const PackedWeight& w, int n);
+
 // An 8-lane dot product of two fp32 vectors: lanes l = k mod 8 accumulate fma in k order, then the fold
 // ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the K % 8 tail by fma in order (RMSNorm uses it).
 float dot_f32(const float* a, const float* b, int K);

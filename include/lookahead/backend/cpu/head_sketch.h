@@ -80,7 +80,4 @@ struct SketchScratch {
 bool sketch_argmax(ThreadPool& pool, const HeadSketch& s, const PackedWeight& w, const float* x, int M, int32_t* out,
                    SketchScratch& scratch);
 
-// Row n's logit exactly as gemm() computes it (fma over k in order from 0; no bias): the candidates' values.
-float exact_head_logit(const PackedWeight& w, int n, const float* x);
-
 }  // namespace la
