@@ -23,6 +23,7 @@
 #include "lookahead/dist/comm.h"
 #include "lookahead/util/clock.h"
 #include "lookahead/util/error.h"
+#include "lookahead/util/files.h"
 #include "generate_options.h"
 #include "job_queue.h"
 #include "layout_model.h"
@@ -48,6 +49,15 @@ std::vector<char> open_output(const GenerateOptions& o, const std::vector<Prompt
   return resumed_prompts(out, o.output, ids, texts);
 }
 
+// The files rank 0 writes after requests finish (--stats-json at the end; the draft state files after every
+// finished request): a path it cannot write fails here, before the model loads, not after the job's work.
+void check_state_outputs(const GenerateOptions& o) {
+  if (!o.stats_path.empty()) check_file_writable(o.stats_path, "--stats-json file");
+  if (!o.strategy.trie.state.empty()) check_file_writable(o.strategy.trie.state, "trie state file");
+  if (!o.strategy.suffix.state.empty()) check_file_writable(o.strategy.suffix.state, "suffix state file");
+  if (!o.strategy.ouroboros.pool_state.empty())
+    check_file_writable(o.strategy.ouroboros.pool_state, "phrase pool state file");
+}
 
 // Bytes of one KV cache row (every layer's K and V) in the run's dtype.
 int64_t kv_row_bytes(const ModelConfig& c, const std::string& dtype) {
@@ -115,6 +125,7 @@ int cmd_generate(int argc, char** argv) {
   Ranks ranks = open_ranks(o);
   split_groups(ranks, o);  // --lp-size: a bad layout fails here, before anything is loaded
   JsonlOutput out;
+  if (ranks.root) check_state_outputs(o);
   const std::vector<char> skip = open_output(o, prompts, ranks.root, out);
 
   const auto t0 = Clock::now();

@@ -143,7 +143,7 @@ void write_stats_file(const RunReport& r) {
   if (r.exec.par && !r.exec.sim()) s["dist"] = dist_stats(r.exec.par->counters());
   if (r.exec.sim()) s["simulation"] = simulation_stats(*r.exec.sim(), r.loop.total);
   for (const auto& c : selfcheck_reports()) s["selfcheck"].push_back(parse_json_checked(c.json(), "selfcheck report"));  // serving path
-  write_file_atomic(r.o.stats_path, s.dump(2));
+  write_file_atomic(r.o.stats_path, s.dump(2), "--stats-json file");
 }
 
 // When the controller kept most steps plain, say so and why: what a draft step costs here in plain steps, what it

@@ -43,6 +43,23 @@ std::string read_file(const std::string& path, const char* what) {
 // A path that exists and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written in place: renaming a
 // temporary file over it would replace the device with a regular file (as root, /dev/null itself: a stats file
 // written to /dev/null once turned the machine's /dev/null into a file that every later '> /dev/null' filled).
+void check_file_writable(const std::string& path, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) fail(what, " '", path, "': is a directory");
+    if (S_ISFIFO(st.st_mode)) return;  // opening it would wait for a reader
+    FILE* f = std::fopen(path.c_str(), "ab");  // a device is written in place (below): no truncation here
+    if (!f) fail(what, " '", path, "': cannot open: ", std::strerror(errno));
+    std::fclose(f);
+    return;
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail(what, " '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
+  std::fclose(f);
+  std::remove(tmp.c_str());
+}
+
 void write_file_atomic(const std::string& path, const std::string& data, const char* what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {

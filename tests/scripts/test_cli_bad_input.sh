@@ -51,6 +51,7 @@ for name, rec in [("badmsg", {"id": 1, "messages": [{"role": "user", "content": 
                   ("badrole", {"id": 1, "messages": [{"role": "robot", "content": "hi"}]}),
                   ("msgs", {"id": 1, "messages": [{"role": "user", "content": "hi"}]})]:
     open(os.path.join(t, name + ".jsonl"), "w").write(json.dumps(rec) + "\n")
+open(os.path.join(t, "two.jsonl"), "w").write('{"id": 1, "prompt": "Once"}\n{"id": 2, "prompt": "Lily"}\n')
 open(os.path.join(t, "long.jsonl"), "w").write(json.dumps({"id": "long", "prompt": "word " * 600}) + "\n")
 PY
 G=(generate --quiet --max-new-tokens 8)
@@ -90,6 +91,12 @@ expect_error "unrecognised option '--bogus'" "${G[@]}" --model "$T/m" --prompt h
 expect_error "the argument ('abc') for option '--max-new-tokens' is invalid" generate --model "$T/m" --prompt hi --max-new-tokens abc
 expect_error "unknown random model preset" "${G[@]}" --model random:nope --prompt hi
 expect_error "cannot write --output" "${G[@]}" --model "$T/m" --input "$T/long.jsonl" --output /nonexistent/dir/o.jsonl
+# Files written after requests finish (--stats-json at the end, draft state after each request) fail at start: no
+# prompt has run (the --output file is not even created), rather than after the job's work.
+expect_error "--stats-json file '/nonexistent/dir/s.json': cannot create" "${G[@]}" --model "$T/m" --input "$T/two.jsonl" --output "$T/early.jsonl" --stats-json /nonexistent/dir/s.json
+expect_error "suffix state file '$T': is a directory" "${G[@]}" --model "$T/m" --input "$T/two.jsonl" --output "$T/early.jsonl" --suffix-state "$T"
+expect_error "trie state file '/nonexistent/dir/t.bin': cannot create" "${G[@]}" --model "$T/m" --input "$T/two.jsonl" --output "$T/early.jsonl" --strategy trie --trie-state /nonexistent/dir/t.bin
+n=$((n+1)); if [ -e "$T/early.jsonl" ]; then echo "FAIL: an unwritable --stats-json/state path still ran prompts ($(lines "$T/early.jsonl") records)"; fails=$((fails+1)); else echo "ok: nothing ran"; fi
 # GGUF files
 expect_error "notgguf.gguf': offset 0: header: not a GGUF file" "${G[@]}" --model "$T/notgguf.gguf" --prompt hi
 expect_error "GGUF version 1" "${G[@]}" --model "$T/v1.gguf" --prompt hi
