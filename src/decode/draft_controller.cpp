@@ -207,12 +207,20 @@ double DraftController::room() const {
   return l.gain_s - l.held_s + l.allow_s + opt_.explore_credit * cost_.step_seconds(1);
 }
 
-// At the coming step's size an accepted token is worth token_price() and a one-row draft costs extra_s(1): their
-// difference over the token's worth is the best any draft could gain per row it risks (1 on a flat cost, 0 where a
-// row costs a whole token).
+// At the coming step's size an accepted token is worth token_price() and a draft of b rows costs extra_s(b): the best
+// over the ladder's budgets of what b accepted tokens gain over their worth, 1 - extra_s(b) / (b price), is the
+// most any draft could gain per row it risks (1 on a flat cost, 0 where every row costs a whole token). Not one
+// row's alone: where the first extra row costs a step (the CPU's sketched head serves a plain step of up to 4
+// requests; a 5th row pays the whole head, SmolLM2 --batch 4: 0.8 of a token's worth) and the next rows little,
+// one row read 0.2 while an 8-row draft could gain 0.85, and the exploration allowance refilled so slowly that one
+// failed try after a sleep kept a strategy whose drafts paid 20% asleep for hundreds of steps.
 double DraftController::headroom() const {
   const double price = token_price();
-  return price > 0 ? std::clamp(1 - extra_s(1) / price, 0.0, 1.0) : 0.0;
+  if (price <= 0) return 0.0;
+  double best = 0;
+  for (const int b : model_.ladder())
+    if (b > 0) best = std::max(best, 1 - extra_s(b) / (b * price));
+  return std::min(best, 1.0);
 }
 
 int DraftController::choose(int context) {

@@ -755,6 +755,48 @@ TEST(DraftController, PromptChunksInTheStepDoNotPayForDrafts) {
       << "drafting lost " << (t / plain - 1) * 100 << "% to batched plain decoding (" << drafted << " drafts)";
 }
 
+// The exploration allowance refills at the best headroom over the ladder's budgets, not one row's
+// (draft_controller.h). A step of 4 requests on a cost with a cliff at the first extra row, as the CPU's sketched
+// head makes it (SmolLM2 --batch 4): 4 rows 4 ms (a token is worth 1 ms), a 5th row 0.8 ms, each further row 0.05 ms.
+// Drafts first accept nothing in stalled forwards until the strategy sleeps, then every 8-node draft is accepted
+// whole. One row's headroom (0.2) kept it asleep 2196 steps through drafts that would have paid 5x (GSM8K --batch
+// 4 spent 3300-3600 of 3800 steps asleep in 2 of 4 runs there); an 8-row draft's (0.86) wakes it after 471.
+TEST(DraftController, AStrategyAsleepBehindACostCliffWakes) {
+  ForwardCostModel f(256);
+  for (int t : f.buckets()) f.set(t, t <= 4 ? 4e-3 : 4.8e-3 + 0.05e-3 * (t - 5));
+  StepCostModel cost(f);
+  cost.freeze();
+  HintedStrategy s;
+  s.hint = 8;
+  DraftController c(s, cost, no_host());
+  const std::vector<int32_t> seq{1};
+  StepPlan plan;
+  int step = 0;
+  for (; step < 5000 && !c.dormant(); ++step) {
+    c.set_batch(3, 3, 0, 3);
+    c.measured_extra(20e-3);          // forwards stalled (another process): booked up to 4x the rows' price
+    hinted_step(c, s, seq, plan, 0);  // and drafts that accept nothing
+  }
+  ASSERT_TRUE(c.dormant()) << "never slept in " << step << " steps";
+  int asleep = 0;
+  for (; c.dormant() && asleep < 5000; ++asleep) {
+    c.set_batch(3, 3, 0, 3);
+    c.observe_dormant();
+  }
+  EXPECT_LT(asleep, 1000) << "asleep " << asleep << " steps while drafts would gain 5x a plain step";
+  int drafted = 0;
+  for (int i = 0; i < 200; ++i) {
+    c.set_batch(3, 3, 0, 3);
+    if (c.dormant()) {
+      c.observe_dormant();
+      continue;
+    }
+    hinted_step(c, s, seq, plan, 8);  // now every draft is accepted whole
+    drafted += plan.size() > 1;
+  }
+  EXPECT_GT(drafted, 150);  // awake, it drafts and stays awake
+}
+
 // Dormancy: a strategy whose bookkeeping costs half a plain step of host time every step (a suffix tree of a
 // million nodes against a 50 us forward) and whose drafts never pay. The runner's loop as StepRunner runs it:
 // asleep, a plain step without the strategy (no host time). The whole costs plain decoding about explore_share;

@@ -69,11 +69,15 @@
 // D requests decoding (cost(D) / D), not this step's cost over its tokens, which grows with the others' draft rows
 // faster than with their accepted tokens: priced so, each slot's drafts made the others' look better. A slot's chosen draft holds its worst loss in
 // the ledger until observed, so the slots planned later in the same step see the room it took.
-// Exploration follows the headroom: each step adds explore_share of its time to the allowance, times what a
-// one-row draft whose token is accepted would gain at that step size, over the token's price (1 - row / price,
-// clamped to 0..1): nearly all of it alone, a fifth where a row costs 0.8 of a token's share (a compute-bound
-// batched step), nothing where a row costs a whole token. Where the best possible draft barely pays, drafting may
-// barely lose: with the full 2% at every step size, the default lost 2-5% to batched plain decoding at --batch 16.
+// Exploration follows the headroom: each step adds explore_share of its time to the allowance, times what the best
+// draft the ladder offers would gain at that step size if every row were accepted, over its tokens' price (the
+// most over budgets b of 1 - extra(b) / (b price), at most 1): nearly all of it alone, a fifth where every row
+// costs 0.8 of a token's share (a compute-bound batched step), nothing where a row costs a whole token. Where the
+// best possible draft barely pays, drafting may barely lose: with the full 2% at every step size, the default lost
+// 2-5% to batched plain decoding at --batch 16. The best over budgets, not one row's: where the first extra row
+// costs a step and the next ones little (the CPU's sketched head serves a plain step of up to 4 requests), one
+// row read 0.2 at --batch 4 where 8 rows could gain 0.85, and a strategy whose drafts paid 20% there slept for
+// most of a job after one failed try (GSM8K x 32, 2 of 4 runs).
 //
 // Measured rows: the ledger books a drafted step's rows at what they were measured to add to the forward (the
 // runner's timed forward minus the cost model's plain step of that size), not at the cost model's price, when the
