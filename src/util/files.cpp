@@ -40,9 +40,6 @@ std::string read_file(const std::string& path, const char* what) {
   return ss.str();
 }
 
-// A path that exists and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written in place: renaming a
-// temporary file over it would replace the device with a regular file (as root, /dev/null itself: a stats file
-// written to /dev/null once turned the machine's /dev/null into a file that every later '> /dev/null' filled).
 void check_file_writable(const std::string& path, const char* what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -60,6 +57,9 @@ void check_file_writable(const std::string& path, const char* what) {
   std::remove(tmp.c_str());
 }
 
+// A path that exists and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written in place: renaming a
+// temporary file over it would replace the device with a regular file (as root, /dev/null itself: a stats file
+// written to /dev/null once turned the machine's /dev/null into a file that every later '> /dev/null' filled).
 void write_file_atomic(const std::string& path, const std::string& data, const char* what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
