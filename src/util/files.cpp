@@ -40,6 +40,11 @@ std::string read_file(const std::string& path, const char* what) {
   return ss.str();
 }
 
+namespace {
+// The temporary file write_file_atomic writes before its rename (check_file_writable creates the same one).
+std::string temp_path(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+}  // namespace
+
 void check_file_writable(const std::string& path, const char* what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -50,7 +55,7 @@ void check_file_writable(const std::string& path, const char* what) {
     std::fclose(f);
     return;
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temp_path(path);
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(what, " '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
   std::fclose(f);
@@ -72,7 +77,7 @@ void write_file_atomic(const std::string& path, const std::string& data, const c
     if (!ok) fail(what, " '", path, "': write failed: ", std::strerror(err));
     return;
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temp_path(path);
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(what, " '", path, "': cannot create '", tmp, "': ", std::strerror(errno));
   bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();

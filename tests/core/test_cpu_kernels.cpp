@@ -33,7 +33,6 @@ const WType kTypes[] = {WType::F32, WType::BF16, WType::F16};
 const char* name(WType t) { return t == WType::F32 ? "f32" : t == WType::BF16 ? "bf16" : "f16"; }
 
 using test::IsaGuard;
-std::vector<CpuIsa> isas() { return test::isa_paths(); }
 
 // A weight of type t (raw bytes) with values drawn in [-1, 1), and its exact fp32 values.
 struct Weight {
@@ -174,7 +173,7 @@ TEST(CpuGemm, MatchesADoubleReferenceOnEveryShapeClassAndType) {
   std::mt19937 rng(2);
   ThreadPool pool(2);
   IsaGuard g;
-  for (CpuIsa isa : isas()) {
+  for (CpuIsa isa : test::isa_paths()) {
     set_cpu_isa(isa);
     for (WType t : kTypes)
       for (int K : {1, 7, 8, 9, 24, 61, 300})
@@ -198,7 +197,7 @@ TEST(CpuGemm, MatchesADoubleReferenceOnEveryShapeClassAndType) {
 TEST(CpuGemm, ARowsResultIsTheSameBitsAloneAndInsideAnyStep) {
   std::mt19937 rng(3);
   IsaGuard g;
-  for (CpuIsa isa : isas()) {
+  for (CpuIsa isa : test::isa_paths()) {
     set_cpu_isa(isa);
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
@@ -224,7 +223,7 @@ TEST(CpuGemm, ThreadCountsAndIsaPathsGiveTheSameBits) {
       Weight w = make_weight(203, 579, t, rng);
       auto x = randv(size_t(M) * 579, rng);
       std::vector<float> ref;
-      for (CpuIsa isa : isas())
+      for (CpuIsa isa : test::isa_paths())
         for (int threads : {1, 2, 4}) {
           set_cpu_isa(isa);
           ThreadPool pool(threads);
@@ -362,7 +361,7 @@ TEST(CpuAttention, IsaPathsAndThreadCountsGiveTheSameBits) {
       for (int L : {0, 5, 33}) {  // key counts on and off the 4-key groups of the AVX2 scores
         AttnCase c = make_attn(6, 2, D, t, L, 11, rng);
         std::vector<float> ref;
-        for (CpuIsa isa : isas())
+        for (CpuIsa isa : test::isa_paths())
           for (int threads : {1, 2}) {
             set_cpu_isa(isa);
             ThreadPool pool(threads);
@@ -377,7 +376,7 @@ TEST(CpuAttention, IsaPathsAndThreadCountsGiveTheSameBits) {
 TEST(CpuAttention, ATokensOutputIsTheSameBitsAloneAndInsideAnyTree) {
   std::mt19937 rng(7);
   IsaGuard g;
-  for (CpuIsa isa : isas()) {
+  for (CpuIsa isa : test::isa_paths()) {
     set_cpu_isa(isa);
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
@@ -480,7 +479,7 @@ TEST(CpuAttention, WindowAndSoftcapMatchADoubleReference) {
 TEST(CpuAttention, AWindowedTokensOutputIsTheSameBitsAloneAndInsideAnyTree) {
   std::mt19937 rng(9);
   IsaGuard guard;
-  for (CpuIsa isa : isas()) {
+  for (CpuIsa isa : test::isa_paths()) {
     set_cpu_isa(isa);
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);

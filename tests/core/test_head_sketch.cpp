@@ -23,7 +23,6 @@ using namespace la;
 namespace {
 
 using test::IsaGuard;
-std::vector<CpuIsa> isas() { return test::isa_paths(); }
 
 struct Head {
   std::vector<uint8_t> raw;
@@ -129,7 +128,7 @@ Tally compare(ThreadPool& pool, const Head& h, const HeadSketch& s, int trials, 
 TEST(HeadSketch, ArgmaxIsTheFullHeadsOnEveryTypeIsaPathAndThreadCount) {
   IsaGuard guard;
   for (WType t : {WType::F32, WType::BF16, WType::F16})
-    for (CpuIsa isa : isas())
+    for (CpuIsa isa : test::isa_paths())
       for (int threads : {1, 2}) {
         set_cpu_isa(isa);
         ThreadPool pool(threads);

@@ -22,7 +22,6 @@ using namespace la;
 namespace {
 
 using test::IsaGuard;
-std::vector<CpuIsa> isas() { return test::isa_paths(); }
 
 const QType kServed[] = {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0,
                          QType::Q5_1, QType::Q4_K, QType::Q5_K, QType::Q6_K};
@@ -98,7 +97,7 @@ TEST(QuantGemm, SameBitsAsTheFloatGemmOnTheDequantizedWeightsForEveryStepSize) {
     const QMatrix m = make(t, kN, kK, 100 + uint32_t(t));
     const PackedWeight q = pack_quant_weight(m.rows());
     const PackedWeight f = pack_weight(WeightView{m.deq.data(), WType::F32, kN, kK});
-    for (CpuIsa isa : isas()) {
+    for (CpuIsa isa : test::isa_paths()) {
       set_cpu_isa(isa);
       const auto full = run(pool, q, x, kMaxM);
       for (int M = 1; M <= kMaxM; ++M) {
@@ -119,7 +118,7 @@ TEST(QuantGemm, ThreadCountsAndIsaPathsGiveTheSameBits) {
     const QMatrix m = make(t, kN, kK, 200 + uint32_t(t));
     const PackedWeight q = pack_quant_weight(m.rows());
     std::vector<float> first;
-    for (CpuIsa isa : isas())
+    for (CpuIsa isa : test::isa_paths())
       for (int threads : {1, 2, 3}) {
         set_cpu_isa(isa);
         ThreadPool pool(threads);
