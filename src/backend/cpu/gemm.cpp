@@ -40,11 +40,13 @@ constexpr int kBlock = 12;      // panels per block from 4 rows: the remainder t
 // 4-row tiles (the block is still in L2). A 3 x r tile instead holds 3r FMA chains, too few to hide the FMA
 // latency: one extra row cost about two thirds of a whole 4-row tile, so a step of 17 rows ran as slow as 19
 // (SmolLM2 fp32, 2 threads: 16 -> 17 rows +4.9 ms, 17 -> 19 +0.9 ms), and a one-row draft beside a batch of 16
-// cost 1.6 tokens' worth of the plain step.
+// cost 1.6 tokens' worth of the plain step. At M = 6 two 4 x 3 tiles cover the rows with no remainder: a pass of
+// SmolLM2's layer GEMMs (2 threads, the 2-core EPYC, 2026-11-28) 10.4-10.8 ms against 12.6-12.9 with 3 x 4 and a
+// remainder (M = 5 and 7 gained nothing from 4 x 3, 4 x 2 or 3 x 3).
 struct TileShape {
   int panels, cols;
 };
-TileShape tile_shape(int M) { return M <= 3 ? TileShape{4, M} : TileShape{3, 4}; }
+TileShape tile_shape(int M) { return M <= 3 ? TileShape{4, M} : M == 6 ? TileShape{4, 3} : TileShape{3, 4}; }
 
 size_t panel_elems(int K) { return size_t(K) * kLanes; }
 
@@ -80,8 +82,9 @@ void tile_portable(const float* x, int K, const void* w, int p0, int t0, Prefetc
 #if defined(__x86_64__)
 // The smaller operand side is loaded first and held (P weight vectors, or C broadcasts), the other streamed, so
 // that P x C accumulators + min(P, C) + 1 registers fit in 16. Either order does the same fma per accumulator.
-template <WType WT, int P, int C>
-LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int p0, int t0, Prefetch pf, float* out) {
+// NPF: prefetch instructions per k step (0, 1 or 2: below).
+template <WType WT, int P, int C, int NPF>
+LA_AVX2 void tile_avx2_k(const float* x, int K, const void* w, int p0, int t0, Prefetch pf, float* out) {
   __m256 acc[P][C];
   for (int p = 0; p < P; ++p)
     for (int c = 0; c < C; ++c) acc[p][c] = _mm256_setzero_ps();
@@ -91,10 +94,10 @@ LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int p0, int t0, Pre
   const long lines = (pf.end - pf.at) / 64;  // spread over the K steps: a Bresenham count
   long due = 0;
   for (int k = 0; k < K; ++k) {
-    // At most a line per k step, branch-free (a line asked for twice costs nothing more), with GCC's builtin: with
+    // Up to NPF lines per k step, branch-free (a line asked for twice costs nothing more), with GCC's builtin: with
     // _mm_prefetch GCC 12 stored every accumulator to the stack at every k.
-    if constexpr (C == kMaxCols) {  // only the 4-row tiles prefetch (below: gemm_panels)
-      due += lines;
+    for (int i = 0; i < NPF; ++i) {
+      due += i == 0 ? lines : 0;
       const long go = due >= K;
       due -= go * K;
       pf.at += go * 64;
@@ -119,6 +122,17 @@ LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int p0, int t0, Pre
   }
   for (int p = 0; p < P; ++p)
     for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + (p * C + c) * kLanes, acc[p][c]);
+}
+
+// The tile with as many prefetch slots per k step as its share of the next strip needs: a strip of 3 or 4 fp32
+// panels is 1.5 or 2 lines a k step, so a strip read by one tile (M = 1 to 4) needs two slots, while a
+// compute-bound tile with a small share pays no second slot (two slots in every tile cost 5-35% at M = 8 to 16).
+template <WType WT, int P, int C>
+LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int p0, int t0, Prefetch pf, float* out) {
+  const long lines = (pf.end - pf.at) / 64;
+  if (lines <= 0) return tile_avx2_k<WT, P, C, 0>(x, K, w, p0, t0, pf, out);
+  if (lines <= K) return tile_avx2_k<WT, P, C, 1>(x, K, w, p0, t0, pf, out);
+  tile_avx2_k<WT, P, C, 2>(x, K, w, p0, t0, pf, out);
 }
 #endif
 
@@ -257,8 +271,16 @@ void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, c
   auto strip = [&](int p, int n) {
     return Prefetch{wb + size_t(p) * strip_bytes, wb + size_t(std::max(p, std::min(p1, p + n))) * strip_bytes};
   };
-  if (M < 4) {  // a line asked for per k step cost 5% at M = 1
-    for (int p = p0; p < p1; p += ts.panels) run(p, std::min(ts.panels, p1 - p), 0, M, Prefetch{});
+  // Up to 3 rows, one tile reads each strip of 4 panels once and prefetches the next strip as it goes: left to the
+  // hardware's prefetch, 2 and 3 rows ran a quarter slower than 1 (the loads of a tile with more FMAs per byte
+  // overlap less of the memory's latency). A pass of SmolLM2's layer GEMMs, fp32, 2 threads, the 2-core EPYC
+  // (2026-11-28), three interleaved rounds: M = 1 9.4-10.7 -> 9.8-10.1 ms, 2: 12.1-14.3 -> 9.6-9.9, 3: 12.2-12.7 ->
+  // 9.5-9.6; and M = 4, whose single 4-row tile now takes two lines a k step, 12.3-12.6 -> 9.9-10.0.
+  if (M < 4) {
+    for (int p = p0; p < p1; p += ts.panels) {
+      const int P = std::min(ts.panels, p1 - p);
+      run(p, P, 0, M, strip(p + P, ts.panels));
+    }
     return;
   }
   // From 4 rows, the first 4-row tile of a strip of 3 panels reads it from memory and the next ones from L2: left

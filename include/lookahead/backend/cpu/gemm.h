@@ -10,8 +10,9 @@
 // A register tile is P panels x C token rows of 8-lane accumulators (P x C <= 12, chosen by M): per k it loads P
 // weight vectors and broadcasts C activations, so each weight byte is streamed from memory once per call, there
 // is no horizontal reduction (a whole SmolLM2 pass of GEMMs at M = 32 ran at 79 GFLOP/s per core on the 2-core
-// EPYC). Threads split the panels. From 4 rows, a strip's tiles prefetch the next strip while they compute, so
-// the weights' reads overlap the arithmetic (gemm.cpp, gemm_panels). bf16/fp16 weights are widened in registers as they are loaded, in every tile:
+// EPYC). Threads split the panels. A strip's tiles prefetch the next strip while they compute, so the weights'
+// reads overlap the arithmetic (gemm.cpp, gemm_panels). bf16/fp16 weights are widened in registers as they are
+// loaded, in every tile:
 // widening a block to fp32 once for several tiles measured slower (bf16 M = 8: 24.7 vs 15.1 ms per SmolLM2 pass),
 // since the re-reads from L2 then carry twice the bytes.
 //
