@@ -205,7 +205,7 @@ TEST(CpuGemm, ARowsResultIsTheSameBitsAloneAndInsideAnyStep) {
         // 61: a K tail and a 1-row edge tile; 2000 x 130: large enough to split over the threads.
         for (auto [N, K] : {std::pair{61, 37}, std::pair{130, 2000}}) {
           Weight w = make_weight(N, K, t, rng);
-          for (int M : {2, 3, 4, 5, 6, 7, 9, 16, 18, 64, 256, 300})
+          for (int M : {2, 3, 4, 5, 6, 7, 9, 10, 11, 16, 18, 64, 256, 300})
             EXPECT_EQ(row_invariance_violations(pool_gemm(pool), w, M, rng), 0)
                 << cpu_isa_name(isa) << " " << name(t) << " threads " << threads << " M " << M << " K " << K;
         }

@@ -40,13 +40,16 @@ constexpr int kBlock = 12;      // panels per block from 4 rows: the remainder t
 // 4-row tiles (the block is still in L2). A 3 x r tile instead holds 3r FMA chains, too few to hide the FMA
 // latency: one extra row cost about two thirds of a whole 4-row tile, so a step of 17 rows ran as slow as 19
 // (SmolLM2 fp32, 2 threads: 16 -> 17 rows +4.9 ms, 17 -> 19 +0.9 ms), and a one-row draft beside a batch of 16
-// cost 1.6 tokens' worth of the plain step. At M = 6 two 4 x 3 tiles cover the rows with no remainder: a pass of
+// cost 1.6 tokens' worth of the plain step. At M = 6 two 4 x 3 tiles cover fp32 rows with no remainder: a pass of
 // SmolLM2's layer GEMMs (2 threads, the 2-core EPYC, 2026-11-28) 10.4-10.8 ms against 12.6-12.9 with 3 x 4 and a
-// remainder (M = 5 and 7 gained nothing from 4 x 3, 4 x 2 or 3 x 3).
+// remainder (M = 5 and 7 gained nothing from 4 x 3, 4 x 2 or 3 x 3). Not for bf16/fp16, whose 4 x 3 tile widens
+// four weight vectors a k step: a whole bf16 forward of 6 rows took 15.6-16.2 ms with it against 11.7-13.2.
 struct TileShape {
   int panels, cols;
 };
-TileShape tile_shape(int M) { return M <= 3 ? TileShape{4, M} : M == 6 ? TileShape{4, 3} : TileShape{3, 4}; }
+TileShape tile_shape(int M, WType t) {
+  return M <= 3 ? TileShape{4, M} : M == 6 && t == WType::F32 ? TileShape{4, 3} : TileShape{3, 4};
+}
 
 size_t panel_elems(int K) { return size_t(K) * kLanes; }
 
@@ -259,7 +262,7 @@ PackedWeight pack_weight(const WeightView& w) {
 void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o) {
   if (w.quantized) return gemm_quant_panels(x, M, w, p0, p1, o);
   const bool avx2 = cpu_isa() == CpuIsa::Avx2;
-  const TileShape ts = tile_shape(M);
+  const TileShape ts = tile_shape(M, w.type);
   float acc[kMaxAcc * kLanes];
   auto run = [&](int p, int P, int t, int C, Prefetch pf) {
     tile_for(w.type, P, C, avx2)(x, w.cols, w.data, p, t, pf, acc);
