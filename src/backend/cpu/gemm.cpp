@@ -129,7 +129,7 @@ LA_AVX2 void tile_avx2_k(const float* x, int K, const void* w, int p0, int t0, P
 
 // The tile with as many prefetch slots per k step as its share of the next strip needs: a strip of 3 or 4 fp32
 // panels is 1.5 or 2 lines a k step, so a strip read by one tile (M = 1 to 4) needs two slots, while a
-// compute-bound tile with a small share pays no second slot (two slots in every tile cost 5-35% at M = 8 to 16).
+// compute-bound tile with a small share pays no second slot (two slots in every tile cost 8-45% at M = 8 to 16).
 template <WType WT, int P, int C>
 LA_AVX2 void tile_avx2(const float* x, int K, const void* w, int p0, int t0, Prefetch pf, float* out) {
   const long lines = (pf.end - pf.at) / 64;
