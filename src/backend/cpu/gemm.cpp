@@ -99,8 +99,8 @@ LA_AVX2 void tile_avx2_k(const float* x, int K, const void* w, int p0, int t0, P
   for (int k = 0; k < K; ++k) {
     // Up to NPF lines per k step, branch-free (a line asked for twice costs nothing more), with GCC's builtin: with
     // _mm_prefetch GCC 12 stored every accumulator to the stack at every k.
+    if constexpr (NPF > 0) due += lines;
     for (int i = 0; i < NPF; ++i) {
-      due += i == 0 ? lines : 0;
       const long go = due >= K;
       due -= go * K;
       pf.at += go * 64;
