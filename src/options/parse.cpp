@@ -35,8 +35,15 @@ void check_file(const std::string& path, const std::string& where) {
 
 bool parse_checked(int argc, char** argv, const po::options_description& desc, po::variables_map& vm,
                    const char* config_option) {
+  po::parsed_options parsed(&desc);
   try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
+    parsed = po::parse_command_line(argc, argv, desc);
+    // No command takes a bare word: Boost keeps one as a positional token and store() drops it, so `generate
+    // ... ar` (meant as --strategy ar) would run the default strategy without a word.
+    for (const po::option& o : parsed.options)
+      LA_CHECK(o.position_key < 0, "unexpected argument '", o.value.empty() ? std::string() : o.value.front(),
+               "': every option is --name [value] (see --help)");
+    po::store(parsed, vm);
   } catch (const po::error&) {
     check_args(argc, argv);  // before the error's what()
     throw;

@@ -120,6 +120,9 @@ LOOKAHEAD_DEPS=$T/deps expect_error "--model 'No-Such-Model' not found" "${G[@]}
 LOOKAHEAD_DEPS=$T/deps expect_error "$T/deps/models/No-Such-Model" "${G[@]}" --model No-Such-Model --prompt hi
 LOOKAHEAD_DEPS=$T/deps expect_error "--draft-model 'Nope' not found" "${G[@]}" --model "$T/m" --prompt hi --strategy ouroboros --draft-model Nope
 LOOKAHEAD_DEPS=$T/deps expect_error "--model 'Nope' not found" score --model Nope --ids 1,2
+# A bare word is no option (Boost dropped it silently: `generate ... ar`, meant as --strategy ar, ran the default)
+expect_error "unexpected argument 'ar'" generate --model "$M" --prompt hi --max-new-tokens 2 ar
+expect_error "unexpected argument 'extra'" tokenize --model "$M" --text hi extra
 # A %name% sequence in a flag or a --config line (Boost.Program_options' error messages looped on it forever, and
 # SIGTERM did not stop them: found by fuzz_generate_config). BIN is wrapped in a kill timeout for these cases only.
 BIN_SAVED=$BIN; printf '#!/bin/sh\nexec timeout -s KILL 20 "%s" "$@"\n' "$BIN" >"$T/bin20"; chmod +x "$T/bin20"; BIN=$T/bin20
