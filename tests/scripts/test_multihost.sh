@@ -140,7 +140,11 @@ echo "(LP equivalence across hosts: $(elapsed "$t_eq" "$(now)") s)"
 RT=5
 LIMIT=$((RT + 10))     # rank-timeout, then launch/mpirun.sh's LA_ABORT_GRACE (3 here) and the teardown
 export LA_ABORT_GRACE=3
-head -n 24 "$P" > "$T/many.jsonl"
+# 48 prompts: each fault comes once 2 records are written, and the job runs on until it notices (a killed host's
+# ranks: 18 more records in one run); the continued job after it must still have 2 of its own to write (with 24
+# prompts and faster kernels it sometimes had none left: "the job ended before the fault").
+NMANY=48
+head -n $NMANY "$P" > "$T/many.jsonl"
 F=(generate --model "$M" --input "$T/many.jsonl" --max-new-tokens 24 --quiet --threads 1 --adaptive off
    --strategy trie --decoding-length 24 --comm mpi)
 "$BIN" generate --model "$M" --input "$T/many.jsonl" --max-new-tokens 24 --quiet --threads 1 --adaptive off \
@@ -191,7 +195,7 @@ fault() {
     secs=$(elapsed "$(stat -c %Y "$out")" "$t1"); lim=$((LIMIT + 15))
   fi
   if [ "$rc" = 0 ]; then
-    if same_ids "$T/many.ref.jsonl" "$out" 24; then ok "$name: the job rode it out (TCP retransmits) and its 24 records equal one process"
+    if same_ids "$T/many.ref.jsonl" "$out" $NMANY; then ok "$name: the job rode it out (TCP retransmits) and its $NMANY records equal one process"
     else bad "$name: the job finished but its records differ from one process"; fi
     return
   fi
@@ -216,7 +220,7 @@ resume() {
   mpi_hosts 3 "${F[@]}" --lp-size 3 --rank-timeout "$RT" --output "$out" --trie-state "$state" --resume >"$T/log" 2>&1
   local rc=$?
   if [ $rc != 0 ]; then bad "$name: --resume run failed (exit $rc)"; sed 's/^/    /' "$T/log" | grep -v setpgid | tail -n 8
-  elif same_ids "$T/many.ref.jsonl" "$out" 24; then ok "$name: --resume completed to the 24 records of one uninterrupted process"
+  elif same_ids "$T/many.ref.jsonl" "$out" $NMANY; then ok "$name: --resume completed to the $NMANY records of one uninterrupted process"
   else bad "$name: the resumed records differ from one uninterrupted process"; sed 's/^/    /' "$T/log" | grep -v setpgid | tail -n 8; fi
 }
 # Processes left on a host the job lost (on a real cluster they end when they notice the lost contact).
@@ -247,7 +251,7 @@ if [ -n "$LINKEM" ]; then
   fault "30% packet loss on host $C's link mid-job" \
     "echo '0 0.3' > \"$T/ctl\"; kill -HUP \$(cat /run/lookahead-netns/$C/linkem.pid)" "rank\(s\) 2 on host $C within 2 s" lossy
   echo "0 0" > "$T/ctl"; kill -HUP "$(cat /run/lookahead-netns/$C/linkem.pid)"; reap "$C"
-  [ -s "$T/fault.jsonl" ] && [ "$(wc -l < "$T/fault.jsonl")" -lt 24 ] && resume "30% packet loss"
+  [ -s "$T/fault.jsonl" ] && [ "$(wc -l < "$T/fault.jsonl")" -lt $NMANY ] && resume "30% packet loss"
   "$NS" plain "$PFX" "$C"
 fi
 fi
