@@ -141,8 +141,8 @@ RT=5
 LIMIT=$((RT + 10))     # rank-timeout, then launch/mpirun.sh's LA_ABORT_GRACE (3 here) and the teardown
 export LA_ABORT_GRACE=3
 # 48 prompts: each fault comes once 2 records are written, and the job runs on until it notices (a killed host's
-# ranks: 18 more records in one run); the continued job after it must still have 2 of its own to write (with 24
-# prompts and faster kernels it sometimes had none left: "the job ended before the fault").
+# ranks: 17-20 more records in runs here); the continued job after it must still have 2 of its own to write (with
+# 24 prompts it sometimes had none left: "the job ended before the fault").
 NMANY=48
 head -n $NMANY "$P" > "$T/many.jsonl"
 F=(generate --model "$M" --input "$T/many.jsonl" --max-new-tokens 24 --quiet --threads 1 --adaptive off
