@@ -225,7 +225,8 @@ int cmd_generate(int argc, char** argv) {
     loop.total.seconds = seconds_since(t_loop);
     loop.interrupted = stop_signal() != 0 && loop.already + loop.ran + loop.refused < prompts.size();
   }
-  const RunReport report{o, loop, *strategy, *ranks.comm, exec, adaptive, prompts.size(), ranks.tag};
+  const RunReport report{o, loop, *strategy, *ranks.comm, exec, adaptive, prompts.size(), ranks.tag,
+                         ranks.groups > 1 ? nullptr : &bcount};  // several groups: rank 0's is one group's
   write_stats_file(report);
   print_summary(report);
   if (batch > 1 && !o.quiet) print_batch_summary(ranks.tag, batch, bcount, loop.refused);

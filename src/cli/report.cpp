@@ -137,6 +137,14 @@ void write_stats_file(const RunReport& r) {
   // --batch: "counters" is slot 0's strategy (and the state the slots share); each slot's own are listed too.
   if (r.loop.slot_counters.size() > 1) s["counters_by_slot"] = r.loop.slot_counters;
   if (r.adaptive.controller) s["adaptive"] = adaptive_stats(r);
+  if (r.batch && r.batch->steps > 0) {
+    const BatchCounters& b = *r.batch;
+    s["batch"] = {{"forwards", b.steps},           {"rows", b.rows},
+                  {"draft_rows", b.draft_rows},     {"prefill_rows", b.prefill_rows},
+                  {"slot_steps", b.slot_steps},     {"max_in_flight", b.max_active},
+                  {"forward_s", b.forward_s},       {"draft_gain_s", b.draft_gain_s},
+                  {"draft_paid_s", b.draft_paid_s}};
+  }
   s["ranks"] = r.comm.size();
   // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).
   s["comm"] = {{"backend", r.comm.backend()}, {"mpi_initialized", mpi_initialized()}, {"mpi_build", built_with_mpi()}};
@@ -195,7 +203,8 @@ void print_batch_summary(const std::string& tag, int batch, const BatchCounters&
   const double steps = c.steps > 0 ? double(c.steps) : 1.0;
   const double rows = c.rows > 0 ? double(c.rows) : 1.0;
   std::ostringstream l;
-  l << std::fixed << std::setprecision(1) << tag << "batch " << batch << ": " << c.steps << " forwards, "
+  l << std::fixed << std::setprecision(1) << tag << "batch " << batch << ": " << c.steps << " forwards (" << c.forward_s
+    << " s), "
     << c.rows / steps << " rows each (" << 100.0 * c.draft_rows / rows << "% draft, " << 100.0 * c.prefill_rows / rows
     << "% prompt chunks), " << c.slot_steps / steps << " requests decoding per forward, at most " << c.max_active
     << " in flight";

@@ -41,6 +41,7 @@ struct RunReport {
   const Adaptive& adaptive;
   size_t prompts;  // in the input, skipped ones included
   const std::string& tag;
+  const BatchCounters* batch = nullptr;  // the batched loop's counters (--stats-json "batch"), when it ran
 };
 
 // --stats-json: aggregate and per-prompt stats, strategy counters, adaptive drafting, ranks, simulation.

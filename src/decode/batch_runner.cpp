@@ -1,6 +1,8 @@
 // Continuous batching (what a step does and why it is exact: include/lookahead/decode/batch_runner.h).
 #include "lookahead/decode/batch_runner.h"
 
+#include <chrono>
+
 #include <algorithm>
 
 #include "lookahead/util/error.h"
@@ -208,8 +210,10 @@ void BatchRunner::step() {
   }
   LA_CHECK(!staged_.empty(), "batch: a step with no request in flight");
   const double t0 = cost_ ? cost_->now() : 0.0;
+  const auto w0 = std::chrono::steady_clock::now();
   if (replicas_) replicas_->run_staged();
   else model_.forward_batch(items_.data(), static_cast<int>(items_.size()));
+  counters_.forward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   // The draft rows' measured excess over this step as a plain step (the controllers' ledger: draft_controller.h,
   // "Measured rows"), shared by the slots in proportion to their draft rows; read before the model learns it.
   const int draft_rows = rows - chunk_rows - decoding;

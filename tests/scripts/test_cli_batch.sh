@@ -44,7 +44,7 @@ for s in ar jacobi lade trie prompt-lookup suffix ouroboros; do
   run "b_$s" --strategy $s --batch 4 --prefill-chunk 7 "${extra[@]}" || bad "$s --batch 4 failed: $(tail -1 "$T/b_$s.err")"
   same "b_$s" ar "$s --batch 4 equals plain decoding alone"
 done
-grep -q "batch 4: .* forwards, .* rows each" "$T/b_trie.err" && ok "summary line: $(grep 'batch 4:' "$T/b_trie.err")" \
+grep -q "batch 4: .* forwards (.* s), .* rows each" "$T/b_trie.err" && ok "summary line: $(grep 'batch 4:' "$T/b_trie.err")" \
   || bad "no batch summary line"
 # --stats-json under --batch: every slot's strategy counters (slot 0's are "counters"), the default strategy.
 run cnt --batch 4 --stats-json "$T/cnt.json" || bad "default strategy --batch 4 failed"
@@ -56,6 +56,19 @@ by = s["counters_by_slot"]
 assert len(by) == 4 and by[0] == s["counters"], (len(by), by[:1], s["counters"])
 assert all("suffix_steps" in c for c in by), by
 assert sum(c["suffix_steps"] for c in by) > by[0]["suffix_steps"], [c["suffix_steps"] for c in by]
+PY
+# ... and the batched loop's own counters: what the summary line prints, the forwards' wall time within the run's.
+python3 - "$T/cnt.json" "$T/cnt.err" <<'PY' && ok "stats batch: forwards, rows and forward seconds as the summary line says" \
+  || bad "stats batch object missing or inconsistent"
+import json, re, sys
+s = json.load(open(sys.argv[1])); b = s["batch"]; a = s["aggregate"]
+line = [l for l in open(sys.argv[2]) if "batch 4:" in l][0]
+m = re.search(r"batch 4: (\d+) forwards \(([\d.]+) s\), ([\d.]+) rows each", line)
+assert m and int(m.group(1)) == b["forwards"], (line, b)
+assert abs(float(m.group(2)) - b["forward_s"]) < 0.06 and abs(float(m.group(3)) - b["rows"] / b["forwards"]) < 0.06, (line, b)
+assert 0 < b["forward_s"] <= a["seconds"], (b, a["seconds"])
+assert b["max_in_flight"] == 4 and b["slot_steps"] == a["steps"] and b["prefill_rows"] > 0, (b, a["steps"])
+assert b["rows"] == b["slot_steps"] + b["draft_rows"] + b["prefill_rows"], b
 PY
 
 run auto --strategy suffix || bad "--batch auto failed"

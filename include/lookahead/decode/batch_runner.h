@@ -62,6 +62,7 @@ struct BatchCounters {
   int64_t prefill_rows = 0;  // prompt chunk rows among them
   int64_t slot_steps = 0;    // decode steps of requests (sum over forwards of decoding slots)
   int64_t max_active = 0;    // most requests in flight at once
+  double forward_s = 0;      // wall seconds inside the batched forwards (under LP: rank 0's, collectives included)
   double draft_gain_s = 0;   // the slots' shared ledger (DraftLedger): drafting's gain over batched plain steps ...
   double draft_paid_s = 0;   // ... and all steps' predicted seconds (0, 0: no adaptive drafting)
 };
