@@ -1,9 +1,8 @@
 // Continuous batching (what a step does and why it is exact: include/lookahead/decode/batch_runner.h).
 #include "lookahead/decode/batch_runner.h"
 
-#include <chrono>
-
 #include <algorithm>
+#include <chrono>
 
 #include "lookahead/util/error.h"
 
