@@ -204,8 +204,8 @@ void print_batch_summary(const std::string& tag, int batch, const BatchCounters&
   const double rows = c.rows > 0 ? double(c.rows) : 1.0;
   std::ostringstream l;
   l << std::fixed << std::setprecision(1) << tag << "batch " << batch << ": " << c.steps << " forwards (" << c.forward_s
-    << " s), " << c.rows / steps << " rows each (" << 100.0 * c.draft_rows / rows << "% draft, " << 100.0 * c.prefill_rows / rows
-    << "% prompt chunks), " << c.slot_steps / steps << " requests decoding per forward, at most " << c.max_active
+    << " s), " << c.rows / steps << " rows each (" << 100.0 * c.draft_rows / rows << "% draft, "
+    << 100.0 * c.prefill_rows / rows << "% prompt chunks), " << c.slot_steps / steps << " requests decoding per forward, at most " << c.max_active
     << " in flight";
   if (c.draft_paid_s > 0)
     l << "; drafting " << (c.draft_gain_s >= 0 ? "gained " : "lost ") << 100.0 * std::abs(c.draft_gain_s) / c.draft_paid_s
