@@ -356,21 +356,26 @@ TEST(CpuAttention, IsaPathsAndThreadCountsGiveTheSameBits) {
   if (detected_cpu_isa() != CpuIsa::Avx2) GTEST_SKIP() << "only the portable path runs on this CPU";
   std::mt19937 rng(8);
   IsaGuard g;
-  for (WType t : kTypes)
-    for (int D : {8, 12, 64, 72, 136})
-      for (int L : {0, 5, 33}) {  // key counts on and off the 4-key groups of the AVX2 scores
-        AttnCase c = make_attn(6, 2, D, t, L, 11, rng);
-        std::vector<float> ref;
-        for (CpuIsa isa : test::isa_paths())
-          for (int threads : {1, 2}) {
-            set_cpu_isa(isa);
-            ThreadPool pool(threads);
-            auto out = run_attn(pool, c);
-            if (ref.empty()) ref = out;
-            EXPECT_EQ(std::memcmp(ref.data(), out.data(), out.size() * 4), 0)
-                << name(t) << " D " << D << " L " << L << " " << cpu_isa_name(isa) << " threads " << threads;
-          }
-      }
+  // Query heads per K/V head g = 1, 2, 3 (one AVX2 head group), 4, 5 and 7 (groups of 3 and what is left); D a
+  // multiple of 32 (the grouped weighted sum) or not (one head at a time).
+  const int shapes[][2] = {{6, 2}, {2, 2}, {4, 2}, {4, 1}, {5, 1}, {7, 1}};
+  for (const auto& hk : shapes)
+    for (WType t : kTypes)
+      for (int D : {8, 12, 32, 64, 72, 136})
+        for (int L : {0, 5, 33}) {  // key counts on and off the 4-key groups of the AVX2 scores
+          AttnCase c = make_attn(hk[0], hk[1], D, t, L, 11, rng);
+          std::vector<float> ref;
+          for (CpuIsa isa : test::isa_paths())
+            for (int threads : {1, 2}) {
+              set_cpu_isa(isa);
+              ThreadPool pool(threads);
+              auto out = run_attn(pool, c);
+              if (ref.empty()) ref = out;
+              EXPECT_EQ(std::memcmp(ref.data(), out.data(), out.size() * 4), 0)
+                  << "heads " << hk[0] << "/" << hk[1] << " " << name(t) << " D " << D << " L " << L << " "
+                  << cpu_isa_name(isa) << " threads " << threads;
+            }
+        }
 }
 
 TEST(CpuAttention, ATokensOutputIsTheSameBitsAloneAndInsideAnyTree) {

@@ -10,6 +10,9 @@
 // sum = p_0 + p_1 + ... in key order; out[d] = (fma over j in key order of p_j * v_j[d]) / sum. Nothing is split
 // into chunks, so no boundary can depend on the step size, the tree or the cache length; one thread computes a
 // (token, K/V head) pair alone, so the thread count does not matter either.
+// On the AVX2 path the g query heads of a K/V head are computed together, in groups of up to 3 (each K and V
+// vector loaded once for the group), every score and output element by the same chain as above: grouping moves no
+// bit (attention.cpp).
 //
 // Gemma-2's attention soft-capping (softcap > 0) maps each score s_j to softcap * tanh(s_j / softcap) right after
 // the scaling (transformers' order), before the max. A sliding window (window > 0) drops the keys at positions
