@@ -151,12 +151,12 @@ LA_AVX2 void dot4_heads(int G, const float* const* q, const void* k, const long*
   if (G == 2) return dot4_heads_avx2<WT, 2>(q, k, off, D, out, v, ahead, n_ahead);
   dot4_heads_avx2<WT, 1>(q, k, off, D, out, v, ahead, n_ahead);
 }
+// G = 2 or 3 (one head alone: weighted_sum_avx2).
 template <WType WT>
 LA_AVX2 void weighted_sum_heads(int G, const float* const* p, const void* v, const long* off, int S, int D,
                                 float* const* out) {
   if (G == 3) return weighted_sum_heads_avx2<WT, 3>(p, v, off, S, D, out);
-  if (G == 2) return weighted_sum_heads_avx2<WT, 2>(p, v, off, S, D, out);
-  weighted_sum_heads_avx2<WT, 1>(p, v, off, S, D, out);
+  weighted_sum_heads_avx2<WT, 2>(p, v, off, S, D, out);
 }
 #endif
 
