@@ -194,7 +194,7 @@ void attend(const AttentionShape& s, const float* q, const KvLayer& kv, const Ke
       float* at[kHeadGroup];
       for (; j0 + 4 <= S; j0 += 4) {
         for (int h = 0; h < G; ++h) at[h] = sc[h] + j0;
-        const int ah = std::clamp(S - (j0 + kAhead), 0, 4);
+        const int ah = h0 > 0 ? 0 : std::clamp(S - (j0 + kAhead), 0, 4);  // the first group fetched them
         dot4_heads<WT>(G, qh, kv.k, off + j0, D, at, kv.v, off + j0 + kAhead, ah);
       }
       for (int h = 0; h < G; ++h)
