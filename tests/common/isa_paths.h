@@ -12,10 +12,11 @@ struct IsaGuard {
   ~IsaGuard() { set_cpu_isa(saved); }
 };
 
-// The portable path, and AVX2 when this CPU has it.
+// The portable path, and AVX2 and AVX-512 when this CPU has them.
 inline std::vector<CpuIsa> isa_paths() {
   std::vector<CpuIsa> v{CpuIsa::Portable};
-  if (detected_cpu_isa() == CpuIsa::Avx2) v.push_back(CpuIsa::Avx2);
+  if (detected_cpu_isa() >= CpuIsa::Avx2) v.push_back(CpuIsa::Avx2);
+  if (detected_cpu_isa() >= CpuIsa::Avx512) v.push_back(CpuIsa::Avx512);
   return v;
 }
 

@@ -1,6 +1,6 @@
 // Continuous batching (decode/batch_runner.h) is exact: every request's ids in a batch equal decoding it alone,
 // whatever the batch size, the arrival order, the prompt chunking and the neighbours, for every strategy, in fp32,
-// bf16 and fp16, on 1 and 2 threads and both ISA paths, with fixed and adaptive drafts, greedy and sampled. And the
+// bf16 and fp16, on 1 and 2 threads and every ISA path, with fixed and adaptive drafts, greedy and sampled. And the
 // mechanism under it: a forward over several replicas' steps (StepModel::forward_batch, one GEMM over every row)
 // gives each step's logits the same bits as its forward alone.
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "lookahead/backend/cpu/isa.h"
+#include "common/isa_paths.h"
 #include "common/load_model.h"
 #include "common/random_tree.h"
 #include "lookahead/decode/batch_runner.h"
@@ -239,7 +240,8 @@ TEST(Batch, SampledRequestsEqualDecodingAlone) {
   }
 }
 
-// Two threads, both ISA paths: batched ids equal plain decoding alone on one thread with the detected path.
+// Two threads, every ISA path (AVX-512 where the CPU has it): batched ids equal plain decoding alone on one thread
+// with the detected path.
 TEST(Batch, ThreadsAndIsaPathsDoNotChangeTokens) {
   auto ref = load_model(stories(), "bf16", "on", 1);
   auto ps = prompt_ids(8, ref->config().vocab);
@@ -248,7 +250,7 @@ TEST(Batch, ThreadsAndIsaPathsDoNotChangeTokens) {
   auto ar = make_ar_strategy();
   const auto want = run_all(*ref, *ar, ps, gp);
   const CpuIsa detected = detected_cpu_isa();
-  for (CpuIsa isa : {CpuIsa::Portable, detected}) {
+  for (CpuIsa isa : test::isa_paths()) {
     set_cpu_isa(isa);
     auto m = load_model(stories(), "bf16", "on", 2);
     StrategyOptions o;

@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "lookahead/backend/cpu/isa.h"
+#include "common/isa_paths.h"
 #include "common/load_model.h"
 #include "common/random_tree.h"
 
@@ -123,9 +124,9 @@ TEST(CpuForward, ATokensLogitsAreTheSameBitsAloneAndInsideAnyTree) {
       }
 }
 
-// The portable path gives the AVX2 path's bits on a whole model (the kernels' ISA dispatch).
-TEST(CpuForward, PortableAndAvx2PathsGiveTheSameLogits) {
-  if (detected_cpu_isa() != CpuIsa::Avx2) GTEST_SKIP() << "only the portable path runs on this CPU";
+// Every ISA path gives the same bits on a whole model (the kernels' ISA dispatch; AVX-512 where the CPU has it).
+TEST(CpuForward, EveryIsaPathGivesTheSameLogits) {
+  if (detected_cpu_isa() < CpuIsa::Avx2) GTEST_SKIP() << "only the portable path runs on this CPU";
   const CpuIsa saved = cpu_isa();
   for (const char* dtype : {"fp32", "bf16", "fp16"}) {
     auto m = load_model("random:tiny-gqa-bias:4", dtype, "on", 2);
@@ -133,15 +134,16 @@ TEST(CpuForward, PortableAndAvx2PathsGiveTheSameLogits) {
     const int V = m->config().vocab;
     const auto ctx = random_ids(12, V, rng);
     const StepInput tree = random_tree(20, 12, V, rng);
-    std::vector<float> out[2];
-    for (int p = 0; p < 2; ++p) {
-      set_cpu_isa(p == 0 ? CpuIsa::Avx2 : CpuIsa::Portable);
+    std::vector<float> ref;
+    for (CpuIsa isa : test::isa_paths()) {  // portable, AVX2 and (where the CPU has it) AVX-512: one result
+      set_cpu_isa(isa);
       m->truncate(0);
       append_chain(*m, ctx);
-      out[p] = step_logits(*m, tree);
+      const std::vector<float> out = step_logits(*m, tree);
+      if (ref.empty()) ref = out;
+      EXPECT_EQ(std::memcmp(ref.data(), out.data(), out.size() * 4), 0) << cpu_isa_name(isa) << " " << dtype;
     }
     set_cpu_isa(saved);
-    EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0) << dtype;
   }
 }
 
@@ -226,7 +228,8 @@ TEST(CpuForwardArch, EqualsTheAtenReferenceWithinTheDtypesTolerance) {
 TEST(CpuForwardArch, ATokensLogitsAreTheSameBitsAloneAndInsideAnyTree) {
   const CpuIsa saved = cpu_isa();
   std::vector<CpuIsa> isas{CpuIsa::Portable};
-  if (detected_cpu_isa() == CpuIsa::Avx2) isas.push_back(CpuIsa::Avx2);
+  if (detected_cpu_isa() >= CpuIsa::Avx2) isas.push_back(CpuIsa::Avx2);
+  if (detected_cpu_isa() >= CpuIsa::Avx512) isas.push_back(CpuIsa::Avx512);
   for (CpuIsa isa : isas)
   for (const std::string model : kArchModels)
     for (const char* dtype : {"fp32", "bf16"})
@@ -264,9 +267,9 @@ TEST(CpuForwardArch, ATokensLogitsAreTheSameBitsAloneAndInsideAnyTree) {
       }
 }
 
-// The portable path gives the AVX2 path's bits with every feature on.
-TEST(CpuForwardArch, PortableAndAvx2PathsGiveTheSameLogits) {
-  if (detected_cpu_isa() != CpuIsa::Avx2) GTEST_SKIP() << "only the portable path runs on this CPU";
+// Every ISA path gives the same bits with every feature on.
+TEST(CpuForwardArch, EveryIsaPathGivesTheSameLogits) {
+  if (detected_cpu_isa() < CpuIsa::Avx2) GTEST_SKIP() << "only the portable path runs on this CPU";
   const CpuIsa saved = cpu_isa();
   for (const std::string model : kArchModels)
     for (const char* dtype : {"fp32", "bf16"}) {
@@ -275,15 +278,16 @@ TEST(CpuForwardArch, PortableAndAvx2PathsGiveTheSameLogits) {
       const int V = m->config().vocab;
       const auto ctx = random_ids(12, V, rng);
       const StepInput tree = random_tree(20, 12, V, rng, 2);
-      std::vector<float> out[2];
-      for (int p = 0; p < 2; ++p) {
-        set_cpu_isa(p == 0 ? CpuIsa::Avx2 : CpuIsa::Portable);
+      std::vector<float> ref;
+      for (CpuIsa isa : test::isa_paths()) {  // portable, AVX2 and (where the CPU has it) AVX-512: one result
+        set_cpu_isa(isa);
         m->truncate(0);
         append_chain(*m, ctx);
-        out[p] = step_logits(*m, tree);
+        const std::vector<float> out = step_logits(*m, tree);
+        if (ref.empty()) ref = out;
+        EXPECT_EQ(std::memcmp(ref.data(), out.data(), out.size() * 4), 0) << cpu_isa_name(isa) << " " << model << " " << dtype;
       }
       set_cpu_isa(saved);
-      EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0) << model << " " << dtype;
     }
 }
 

@@ -265,7 +265,7 @@ void step_attention(ThreadPool& pool, AttentionScratch& scratch, const Attention
 
 void step_attention(ThreadPool& pool, AttentionScratch& scratch, const AttentionShape& s, const float* q, int ldq,
                     const AttentionSegment* segs, int nseg, float* out, int ldo) {
-  const bool avx2 = cpu_isa() == CpuIsa::Avx2;
+  const bool avx2 = cpu_avx2();
   const int g = s.heads / s.kv_heads;
   int items = 0, max_keys = 0;
   for (int i = 0; i < nseg; ++i) {

@@ -55,7 +55,7 @@ LA_AVX2 int swiglu_avx2(const float* g, const float* u, int I, float* a) {
 #endif
 
 void swiglu_rows(ThreadPool& pool, const float* gu, int ldgu, int T, int I, float* act, int ldact) {
-  const bool avx2 = cpu_isa() == CpuIsa::Avx2;
+  const bool avx2 = cpu_avx2();
   for_rows(pool, T, I * 8L, [&](int t) {
     const float* g = gu + long(t) * ldgu;
     const float* u = g + I;

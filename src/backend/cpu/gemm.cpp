@@ -1,8 +1,9 @@
 // The CPU GEMM (what it computes, the panel layout, and why the order is fixed: include/lookahead/backend/cpu/gemm.h).
 //
-// One loop structure serves both ISA paths: a tile of P panels x C token rows keeps P x C accumulators of 8 lanes
-// (AVX2 registers, or arrays updated with std::fma) and walks k in order. Only functions marked LA_AVX2 use
-// AVX2/FMA/F16C instructions, and they run only when cpu_isa() says this CPU has them. Floating-point contraction
+// One loop structure serves every ISA path: a tile of P panels x C token rows keeps P x C accumulators of 8 lanes
+// (AVX2 registers, or arrays updated with std::fma) and walks k in order; the AVX-512 tiles hold two panels in
+// one 16-lane register (below). Only functions marked LA_AVX2 or LA_AVX512 use those instructions, and they run
+// only when cpu_isa() says this CPU has them. Floating-point contraction
 // is off for this folder (CMakeLists.txt), so no other multiply-add is fused differently by the two paths.
 #include "lookahead/backend/cpu/gemm.h"
 
@@ -222,6 +223,152 @@ void store_tile(const float* acc, int P, int C, int p0, int t0, int N, const Gem
   store_tile_portable(acc, P, C, p0, t0, N, o);
 }
 
+#if defined(__x86_64__)
+// ---- the AVX-512 tiles (fp32 weights, 4 rows and more) ---------------------------------------------------------
+// A 16-lane register holds two panels side by side: lanes 0-7 the k-th weights of panel p, lanes 8-15 those of
+// panel p + 1 (two 8-lane loads and one insert: the panel layout stays the one every path reads). A tile of Z
+// such registers x C token rows keeps Z x C accumulators, each lane the fma chain of one output over k in order,
+// as in every other path: the same bits, with twice the lanes per instruction. With an odd number n of panels the
+// last register's upper half repeats its lower half (computed, never stored). Of the 32 registers, Z x C <= 24
+// hold accumulators, Z the weights and one the broadcast activation.
+#define LA_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+// GCC 12's _mm512_extractf64x4_pd and _mm512_insertf64x4 pass _mm256_undefined_pd() (a self-initialized value) as
+// their unused merge operand, which -Wuninitialized reports in every instance; nothing here reads such a value.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+constexpr int kMaxZ = 8, kMaxC512 = 8, kMaxAcc512 = 24;
+
+// Panels p and p + 1 at one k (8 elements at lo, 8 at hi) as 16 fp32 lanes; bf16/fp16 widened exactly.
+template <WType WT>
+LA_AVX512 inline __m512 wload2_avx512(const void* w, size_t lo, size_t hi) {
+  if constexpr (WT == WType::F32) {
+    const float* f = static_cast<const float*>(w);
+    const __m512d l = _mm512_castps_pd(_mm512_zextps256_ps512(_mm256_loadu_ps(f + lo)));
+    return _mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm256_loadu_ps(f + hi)), 1));
+  } else {
+    const uint16_t* h = static_cast<const uint16_t*>(w);
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + lo));
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(a),
+                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + hi)), 1);
+    if constexpr (WT == WType::BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+    return _mm512_cvtph_ps(b);
+  }
+}
+
+template <WType WT, int Z, int C, int NPF>
+LA_AVX512 void tile512_k(const float* x, int K, const void* w, int p0, int n, int t0, Prefetch pf, float* out) {
+  __m512 acc[Z][C];
+  for (int z = 0; z < Z; ++z)
+    for (int c = 0; c < C; ++c) acc[z][c] = _mm512_setzero_ps();
+  const float* xr[C];
+  for (int c = 0; c < C; ++c) xr[c] = x + size_t(t0 + c) * K;
+  const size_t stride = size_t(K) * kLanes;
+  const size_t base = size_t(p0) * stride;
+  const size_t last_hi = (n & 1) ? 0 : stride;  // the last register's upper panel: the next one, or itself again
+  const long lines = (pf.end - pf.at) / 64;
+  long due = 0;
+  for (int k = 0; k < K; ++k) {
+    if constexpr (NPF > 0) due += lines;
+    for (int i = 0; i < NPF; ++i) {  // as tile_avx2_k
+      const long go = due >= K;
+      due -= go * K;
+      pf.at += go * 64;
+      __builtin_prefetch(pf.at, 0, 2);
+    }
+    const size_t wk = base + size_t(k) * kLanes;
+    __m512 wv[Z];
+    for (int z = 0; z < Z; ++z) {
+      const size_t lo = wk + size_t(2 * z) * stride;
+      wv[z] = wload2_avx512<WT>(w, lo, lo + (z == Z - 1 ? last_hi : stride));
+    }
+    for (int c = 0; c < C; ++c) {
+      const __m512 xb = _mm512_set1_ps(xr[c][k]);
+      for (int z = 0; z < Z; ++z) acc[z][c] = _mm512_fmadd_ps(wv[z], xb, acc[z][c]);
+    }
+  }
+  // Panel-major, as the 8-lane tiles leave it for store_tile: out[(panel x C + c) x 8 + lane].
+  for (int z = 0; z < Z; ++z)
+    for (int c = 0; c < C; ++c) {
+      _mm256_storeu_ps(out + (2 * z * C + c) * kLanes, _mm512_castps512_ps256(acc[z][c]));
+      const __m256d h = _mm512_extractf64x4_pd(_mm512_castps_pd(acc[z][c]), 1);
+      _mm256_storeu_ps(out + ((2 * z + 1) * C + c) * kLanes, _mm256_castpd_ps(h));
+    }
+}
+
+template <WType WT, int Z, int C>
+LA_AVX512 void tile512(const float* x, int K, const void* w, int p0, int n, int t0, Prefetch pf, float* out) {
+  const long lines = (pf.end - pf.at) / 64;
+  if (lines <= 0) return tile512_k<WT, Z, C, 0>(x, K, w, p0, n, t0, pf, out);
+  if (lines <= K) return tile512_k<WT, Z, C, 1>(x, K, w, p0, n, t0, pf, out);
+  tile512_k<WT, Z, C, 2>(x, K, w, p0, n, t0, pf, out);
+}
+
+using Tile512Fn = void (*)(const float*, int, const void*, int, int, int, Prefetch, float*);
+
+template <WType WT, int Z, int... Cs>
+void fill512_row(Tile512Fn* row, std::integer_sequence<int, Cs...>) {
+  ((row[Cs] = Z * (Cs + 1) <= kMaxAcc512 ? &tile512<WT, Z, (Z * (Cs + 1) <= kMaxAcc512 ? Cs + 1 : 1)> : nullptr),
+   ...);
+}
+template <WType WT, int... Zs>
+void fill512(Tile512Fn (*t)[kMaxC512], std::integer_sequence<int, Zs...>) {
+  (fill512_row<WT, Zs + 1>(t[Zs], std::make_integer_sequence<int, kMaxC512>{}), ...);
+}
+Tile512Fn tile512_for(WType wt, int Z, int C) {
+  struct Table {
+    Tile512Fn fn[3][kMaxZ][kMaxC512] = {};
+    Table() {
+      fill512<WType::F32>(fn[0], std::make_integer_sequence<int, kMaxZ>{});
+      fill512<WType::BF16>(fn[1], std::make_integer_sequence<int, kMaxZ>{});
+      fill512<WType::F16>(fn[2], std::make_integer_sequence<int, kMaxZ>{});
+    }
+  };
+  static const Table t;
+  return t.fn[wt == WType::F32 ? 0 : wt == WType::BF16 ? 1 : 2][Z - 1][C - 1];
+}
+#pragma GCC diagnostic pop
+
+// Rows in tiles of 8 over strips of 4 panels (2 registers: 16 accumulators), each strip's tiles prefetching the
+// next strip as the 8-lane path does; the M % 8 rows left over in one tile of Z registers with Z x r >= 10 chains
+// (enough to hide the FMA latency) over each block of 16 panels right after its 8-row tiles, from L2.
+constexpr int kBlock512 = 16;
+int remainder_regs(int r) { return r == 1 ? 8 : r == 2 ? 6 : r == 3 ? 4 : r == 4 ? 3 : 2; }
+
+void gemm_panels_avx512(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o) {
+  alignas(64) float acc[2 * kMaxAcc512 * kLanes];
+  auto run = [&](int p, int n, int t, int C, Prefetch pf) {
+    tile512_for(w.type, (n + 1) / 2, C)(x, w.cols, w.data, p, n, t, pf, acc);
+    store_tile_avx2(acc, n, C, p, t, w.rows, o);
+  };
+  const size_t strip_bytes = size_t(w.cols) * kLanes * size_t(wtype_size(w.type));
+  auto strip = [&](int p, int n) {
+    const char* wb = static_cast<const char*>(w.data);
+    return Prefetch{wb + size_t(p) * strip_bytes, wb + size_t(std::max(p, std::min(p1, p + n))) * strip_bytes};
+  };
+  constexpr int C = 8, SP = 4;
+  const int full = M / C * C, r = M - full, tiles = full / C;
+  const int rp = r > 0 ? 2 * remainder_regs(r) : 0;  // the remainder tile's panels
+  for (int b = p0; b < p1; b += kBlock512) {
+    const int be = std::min(p1, b + kBlock512);
+    for (int p = b; tiles > 0 && p < be; p += SP) {
+      const int n = std::min(SP, be - p);
+      const Prefetch next = strip(p + n, SP);
+      const size_t lines = size_t(next.end - next.at) / 64;
+      for (int i = 0; i < tiles; ++i)
+        run(p, n, i * C, C, Prefetch{next.at + lines * i / tiles * 64, next.at + lines * (i + 1) / tiles * 64});
+    }
+    // Alone (fewer than 8 rows), the remainder tile reads its panels from memory: it prefetches the next ones.
+    for (int p = b; r > 0 && p < be; p += rp) {
+      const int n = std::min(rp, be - p);
+      run(p, n, full, r, tiles > 0 ? Prefetch{} : strip(p + n, rp));
+    }
+  }
+}
+#endif
+
 // Panel p, k, lane l <- row 8p + l, column k: reads 8 rows side by side and writes each panel in order.
 template <class E>
 void pack_panels(const E* src, int N, int K, E* dst) {
@@ -261,7 +408,10 @@ PackedWeight pack_weight(const WeightView& w) {
 
 void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o) {
   if (w.quantized) return gemm_quant_panels(x, M, w, p0, p1, o);
-  const bool avx2 = cpu_isa() == CpuIsa::Avx2;
+#if defined(__x86_64__)
+  if (M >= 4 && cpu_isa() == CpuIsa::Avx512) return gemm_panels_avx512(x, M, w, p0, p1, o);
+#endif
+  const bool avx2 = cpu_avx2();
   const TileShape ts = tile_shape(M, w.type);
   float acc[kMaxAcc * kLanes];
   auto run = [&](int p, int P, int t, int C, Prefetch pf) {
@@ -360,7 +510,7 @@ LA_AVX2 float dot_avx2(const float* a, const float* b, int K) {
 
 float dot_f32(const float* a, const float* b, int K) {
 #if defined(__x86_64__)
-  if (cpu_isa() == CpuIsa::Avx2) return dot_avx2(a, b, K);
+  if (cpu_avx2()) return dot_avx2(a, b, K);
 #endif
   return dot_portable(a, b, K);
 }

@@ -388,7 +388,7 @@ PackedWeight pack_quant_weight(const QuantRows& q, const std::function<void()>& 
 void gemm_quant_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o) {
   Format f;
   format_of(w.qtype, f);
-  const bool avx2 = cpu_isa() == CpuIsa::Avx2;
+  const bool avx2 = cpu_avx2();
   const size_t panel_bytes = size_t(w.cols / f.group) * f.group_bytes();
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   if (M >= kBufferedFrom) {

@@ -223,7 +223,7 @@ bool sketch_argmax(ThreadPool& pool, const HeadSketch& s, const PackedWeight& w,
   // No partial sum of any row's fma chain can overflow: |partial| <= max|x| L1(w) (1 + K u).
   if (double(mx_all) * s.max_l1 * (1 + gamma_of(K)) >= double(FLT_MAX) / 4) return false;
 #if defined(__x86_64__)
-  const bool avx2 = cpu_isa() == CpuIsa::Avx2;
+  const bool avx2 = cpu_avx2();
 #endif
   auto pass1 = [&](int i, int n) {
     const int r0 = int(int64_t(V) * i / n), r1 = int(int64_t(V) * (i + 1) / n);

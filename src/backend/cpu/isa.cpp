@@ -17,9 +17,12 @@ CpuIsa from_env() {
   if (!e || !*e) return detected_cpu_isa();
   const std::string s = e;
   if (s == "portable") return CpuIsa::Portable;
-  LA_CHECK(s == "avx2", "LOOKAHEAD_CPU_ISA='", s, "' is not a CPU path (expected portable or avx2)");
-  LA_CHECK(detected_cpu_isa() == CpuIsa::Avx2, "LOOKAHEAD_CPU_ISA=avx2, but this CPU lacks AVX2, FMA or F16C");
-  return CpuIsa::Avx2;
+  LA_CHECK(s == "avx2" || s == "avx512", "LOOKAHEAD_CPU_ISA='", s,
+           "' is not a CPU path (expected portable, avx2 or avx512)");
+  const CpuIsa want = s == "avx2" ? CpuIsa::Avx2 : CpuIsa::Avx512;
+  LA_CHECK(detected_cpu_isa() >= want, "LOOKAHEAD_CPU_ISA=", s, ", but this CPU lacks ",
+           want == CpuIsa::Avx2 ? "AVX2, FMA or F16C" : "AVX-512F (or the OS does not save its registers)");
+  return want;
 }
 
 std::atomic<int>& chosen() {
@@ -41,7 +44,10 @@ CpuIsa detected_cpu_isa() {
   if ((lo & 6u) != 6u) return CpuIsa::Portable;  // the OS saves XMM and YMM state
   if (__get_cpuid_max(0, nullptr) < 7) return CpuIsa::Portable;
   __cpuid_count(7, 0, a, b, c, d);
-  if (b & (1u << 5)) return CpuIsa::Avx2;
+  if (!(b & (1u << 5))) return CpuIsa::Portable;
+  // AVX-512F, and the OS saves the opmask and the upper halves of all 32 vector registers (XCR0 bits 5-7).
+  if ((b & (1u << 16)) && (lo & 0xE0u) == 0xE0u) return CpuIsa::Avx512;
+  return CpuIsa::Avx2;
 #endif
   return CpuIsa::Portable;
 }
@@ -49,11 +55,12 @@ CpuIsa detected_cpu_isa() {
 CpuIsa cpu_isa() { return static_cast<CpuIsa>(chosen().load(std::memory_order_relaxed)); }
 
 void set_cpu_isa(CpuIsa isa) {
-  LA_CHECK(isa == CpuIsa::Portable || detected_cpu_isa() == CpuIsa::Avx2,
-           "set_cpu_isa: this CPU cannot run the AVX2 path");
+  LA_CHECK(isa <= detected_cpu_isa(), "set_cpu_isa: this CPU cannot run the ", cpu_isa_name(isa), " path");
   chosen().store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
-const char* cpu_isa_name(CpuIsa isa) { return isa == CpuIsa::Avx2 ? "avx2" : "portable"; }
+const char* cpu_isa_name(CpuIsa isa) {
+  return isa == CpuIsa::Avx512 ? "avx512" : isa == CpuIsa::Avx2 ? "avx2" : "portable";
+}
 
 }  // namespace la

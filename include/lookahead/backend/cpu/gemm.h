@@ -15,12 +15,15 @@
 // loaded, in every tile:
 // widening a block to fp32 once for several tiles measured slower (bf16 M = 8: 24.7 vs 15.1 ms per SmolLM2 pass),
 // since the re-reads from L2 then carry twice the bytes.
+
+// On a CPU with AVX-512F, fp32 products of 4 rows and more take 16-lane tiles: two panels side by side in one
+// register, 8 token rows a tile (gemm.cpp). The layout stays the same for every path.
 //
 // Batch invariance: every output y[t][n] is computed by one thread alone as
 //   s = 0;  s = fma(w[n][k], x[t][k], s)   for k = 0, 1, ..., K-1, in order
 //   y[t][n] = (s + bias[n]) (+ y[t][n] with accumulate)
 // in one lane of one accumulator, whatever M is, whichever tile shape or lane the element falls in, whatever the
-// thread count or the ISA path (the portable path does the same scalar fma chain). A token's result therefore
+// thread count or the ISA path (8 or 16 lanes a register) (the portable path does the same scalar fma chain). A token's result therefore
 // does not depend on the rest of the step: the same bits alone, in any tree, on any rank.
 #pragma once
 #include <cstddef>
