@@ -10,6 +10,8 @@
 #include "lookahead/model/dtype.h"
 
 #define LA_AVX2 __attribute__((target("avx2,fma,f16c")))
+// The AVX-512 tiles (gemm.cpp, gemm_quant.cpp): called only where cpu_isa() is Avx512.
+#define LA_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 
 namespace la {
 

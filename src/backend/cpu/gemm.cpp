@@ -231,7 +231,6 @@ void store_tile(const float* acc, int P, int C, int p0, int t0, int N, const Gem
 // as in every other path: the same bits, with twice the lanes per instruction. With an odd number n of panels the
 // last register's upper half repeats its lower half (computed, never stored). Of the 32 registers, Z x C <= 24
 // hold accumulators, Z the weights and one the broadcast activation.
-#define LA_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 // GCC 12's _mm512_extractf64x4_pd and _mm512_insertf64x4 pass _mm256_undefined_pd() (a self-initialized value) as
 // their unused merge operand, which -Wuninitialized reports in every instance; nothing here reads such a value.
 #pragma GCC diagnostic push

@@ -4,8 +4,9 @@
 // chains of 8 lanes): per k each panel's 8 rows' codes are widened to fp32 in registers (4-bit: one uint32 broadcast, shifted per lane; 8-bit: 8 bytes
 // sign-extended), scaled by the group's A (and offset by B), and fused-multiply-added into each row's accumulator.
 // Steps of 4 rows or more widen each group of 3 panels once into a buffer, then run every token row over it in
-// tiles of 3 panels x 4 rows (accumulators kept between groups): the same operations per output, in the same order. Only functions
-// marked LA_AVX2 use AVX2/FMA; the portable path does the same scalar operations (std::fma) in the same order, so
+// tiles of 3 panels x 4 rows (accumulators kept between groups): the same operations per output, in the same order; on
+// a CPU with AVX-512F, groups of 4 panels and tiles of two 16-lane registers x 8 rows (below). Only functions
+// marked LA_AVX2 or LA_AVX512 use those instructions; the portable path does the same scalar operations (std::fma) in the same order, so
 // both give the same bits. Compiled with -ffp-contract=off (every src/backend/cpu file).
 #include "lookahead/backend/cpu/gemm_quant.h"
 
@@ -174,10 +175,11 @@ LA_AVX2 void tile_avx2(const float* x, int K, const uint8_t* panel, size_t panel
 // ---- steps of several rows: a group is widened once into wbuf[G][8] and every token row runs over it ----------
 // Each output keeps one accumulator (in acc, between groups) and still walks k in order with the same fma, so the
 // bits are the direct tile's; the group's widening is paid once per step instead of once per 8 rows.
+// (Element kk of the group at wbuf + kk x stride: 8 for the 8-lane tiles, 16 for the AVX-512 ones, below.)
 template <bool NIB, bool OFF>
-void widen_portable(const uint8_t* g, const Format& f, float* wbuf) {
+void widen_portable(const uint8_t* g, const Format& f, float* wbuf, int stride) {
   for (int kk = 0; kk < f.group; ++kk)
-    for (int l = 0; l < kLanes; ++l) wbuf[kk * kLanes + l] = weight_at<NIB, OFF>(g, kk, l, f.zero);
+    for (int l = 0; l < kLanes; ++l) wbuf[kk * stride + l] = weight_at<NIB, OFF>(g, kk, l, f.zero);
 }
 
 // acc[q][t][l] (q < P panels of the block, t < M rows) += wbuf[q][kk][l] * x[t][k0 + kk] for kk = 0 .. G-1 in
@@ -197,9 +199,9 @@ void run_buf_portable(const float* x, int K, int k0, int G, const float* wbuf, i
 
 #if defined(__x86_64__)
 template <bool NIB, bool OFF>
-LA_AVX2 void widen_avx2(const uint8_t* g, const Format& f, float* wbuf) {
+LA_AVX2 void widen_avx2(const uint8_t* g, const Format& f, float* wbuf, int stride) {
   const __m256i zero = _mm256_set1_epi32(f.zero);
-  for (int kk = 0; kk < f.group; ++kk) _mm256_storeu_ps(wbuf + kk * kLanes, weights_avx2<NIB, OFF>(g, kk, zero));
+  for (int kk = 0; kk < f.group; ++kk) _mm256_storeu_ps(wbuf + kk * stride, weights_avx2<NIB, OFF>(g, kk, zero));
 }
 
 // GG: the group length as a constant (with a run-time trip count GCC kept the accumulator array in memory,
@@ -231,7 +233,49 @@ LA_AVX2 void run_buf_avx2(const float* x, int K, int k0, int G, const float* wbu
 }
 #endif
 
-using WidenFn = void (*)(const uint8_t*, const Format&, float*);
+#if defined(__x86_64__)
+// ---- AVX-512 (steps of 4 rows or more, on a CPU with AVX-512F): a group of 4 panels is widened into
+// wbuf[z][kk][16] (panels 2z and 2z + 1 side by side), and tiles of 2 such 16-lane registers x up to 8 token rows run
+// over it, accumulators kept between groups in acc[z][t][16]. Each lane still takes fma(w, x, s) for k in order:
+// the 8-lane tiles' bits (include/lookahead/backend/cpu/gemm.h says the same of the float GEMM's AVX-512 tiles).
+constexpr int kZ512 = 2, kCols512 = 8;
+
+template <int C, int GG>
+LA_AVX512 void run_buf_avx512_g(const float* x, int K, int k0, const float* wbuf, int t0, int M, float* acc) {
+  constexpr int G = GG;
+  __m512 a[kZ512][C];
+  for (int z = 0; z < kZ512; ++z)
+    for (int t = 0; t < C; ++t) a[z][t] = _mm512_loadu_ps(acc + (size_t(z) * M + t0 + t) * 16);
+  const float* xr[C];
+  for (int t = 0; t < C; ++t) xr[t] = x + size_t(t0 + t) * K + k0;
+  for (int kk = 0; kk < G; ++kk) {
+    __m512 w[kZ512];
+    for (int z = 0; z < kZ512; ++z) w[z] = _mm512_loadu_ps(wbuf + (z * G + kk) * 16);
+    for (int t = 0; t < C; ++t) {
+      const __m512 xb = _mm512_set1_ps(xr[t][kk]);
+      for (int z = 0; z < kZ512; ++z) a[z][t] = _mm512_fmadd_ps(w[z], xb, a[z][t]);
+    }
+  }
+  for (int z = 0; z < kZ512; ++z)
+    for (int t = 0; t < C; ++t) _mm512_storeu_ps(acc + (size_t(z) * M + t0 + t) * 16, a[z][t]);
+}
+
+using Run512Fn = void (*)(const float*, int, int, const float*, int, int, float*);
+template <int... Cs>
+void fill_run512(Run512Fn (*row)[2], std::integer_sequence<int, Cs...>) {
+  ((row[Cs][0] = &run_buf_avx512_g<Cs + 1, 32>, row[Cs][1] = &run_buf_avx512_g<Cs + 1, 16>), ...);
+}
+Run512Fn run512_for(int C, int G) {
+  struct T {
+    Run512Fn fn[kCols512][2];
+    T() { fill_run512(fn, std::make_integer_sequence<int, kCols512>{}); }
+  };
+  static const T t;
+  return t.fn[C - 1][G == 32 ? 0 : 1];
+}
+#endif
+
+using WidenFn = void (*)(const uint8_t*, const Format&, float*, int);
 using RunFn = void (*)(const float*, int, int, int, const float*, int, int, float*);
 constexpr int kBufPanels = 3, kBufCols = 4;  // the buffered tile: 3 panels x 4 token rows (12 accumulators)
 
@@ -311,10 +355,10 @@ TileFn tile_for(const Format& f, int P, int C, bool avx2) {
 }
 
 // y = (acc + bias) (+ y), lane by lane, rows < N: the same two IEEE adds as the float GEMM's epilogue.
-void store(const float* acc, int C, int p, int t0, int N, const GemmOut& o) {
+void store(const float* acc, int C, int p, int t0, int N, const GemmOut& o, int row_stride = kLanes) {
   const int n0 = p * kLanes;
   for (int t = 0; t < C; ++t) {
-    const float* a = acc + t * kLanes;
+    const float* a = acc + size_t(t) * row_stride;
     float* y = o.y + size_t(t0 + t) * o.ldy;
     for (int l = 0; l < kLanes && n0 + l < N; ++l) {
       float s = a[l];
@@ -323,6 +367,37 @@ void store(const float* acc, int C, int p, int t0, int N, const GemmOut& o) {
     }
   }
 }
+
+#if defined(__x86_64__)
+// The AVX-512 form of the buffered path (steps of 4 rows or more): strips of 4 panels, each group widened once into
+// wbuf512 (the 16-lane layout above) and every 8 token rows run over it.
+void gemm_quant_panels_avx512(const float* x, int M, const PackedWeight& w, int p0, int p1, const GemmOut& o,
+                              const Format& f) {
+  constexpr int SP = 2 * kZ512;
+  const size_t panel_bytes = size_t(w.cols / f.group) * f.group_bytes();
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  thread_local std::vector<float> acc;
+  alignas(64) float wbuf[kZ512 * 32 * 16] = {};  // a missing odd panel's lanes stay 0 (computed, never stored)
+  acc.resize(size_t(kZ512) * M * 16);
+  const WidenFn widen = widen_for(f, true);
+  for (int p = p0; p < p1; p += SP) {
+    const int P = std::min(SP, p1 - p);
+    if (P < SP) std::fill(std::begin(wbuf), std::end(wbuf), 0.f);
+    std::fill(acc.begin(), acc.end(), 0.f);
+    const uint8_t* g = base + size_t(p) * panel_bytes;
+    const Ahead ahead{g + size_t(P) * panel_bytes, std::min(SP, p1 - p - P)};
+    for (int k0 = 0; k0 < w.cols; k0 += f.group, g += f.group_bytes()) {
+      ahead.group(size_t(k0 / f.group) * f.group_bytes(), f.group_bytes(), panel_bytes);
+      for (int q = 0; q < P; ++q) widen(g + size_t(q) * panel_bytes, f, wbuf + (q / 2) * f.group * 16 + (q % 2) * kLanes, 16);
+      for (int t = 0; t < M; t += kCols512) {
+        const int C = std::min(kCols512, M - t);
+        run512_for(C, f.group)(x, w.cols, k0, wbuf, t, M, acc.data());
+      }
+    }
+    for (int q = 0; q < P; ++q) store(acc.data() + size_t(q / 2) * M * 16 + (q % 2) * kLanes, M, p + q, 0, w.rows, o, 16);
+  }
+}
+#endif
 
 }  // namespace
 
@@ -391,6 +466,9 @@ void gemm_quant_panels(const float* x, int M, const PackedWeight& w, int p0, int
   const bool avx2 = cpu_avx2();
   const size_t panel_bytes = size_t(w.cols / f.group) * f.group_bytes();
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
+#if defined(__x86_64__)
+  if (M >= kBufferedFrom && cpu_isa() == CpuIsa::Avx512) return gemm_quant_panels_avx512(x, M, w, p0, p1, o, f);
+#endif
   if (M >= kBufferedFrom) {
     thread_local std::vector<float> acc;
     alignas(32) float wbuf[kBufPanels * 32 * kLanes];
@@ -403,7 +481,7 @@ void gemm_quant_panels(const float* x, int M, const PackedWeight& w, int p0, int
       const Ahead ahead{g + size_t(P) * panel_bytes, std::min(kBufPanels, p1 - p - P)};
       for (int k0 = 0; k0 < w.cols; k0 += f.group, g += f.group_bytes()) {
         ahead.group(size_t(k0 / f.group) * f.group_bytes(), f.group_bytes(), panel_bytes);
-        for (int q = 0; q < P; ++q) widen(g + size_t(q) * panel_bytes, f, wbuf + q * f.group * kLanes);
+        for (int q = 0; q < P; ++q) widen(g + size_t(q) * panel_bytes, f, wbuf + q * f.group * kLanes, kLanes);
         for (int t = 0; t < M; t += kBufCols) {
           const int C = std::min(kBufCols, M - t);
           run_for(P, C, avx2)(x, w.cols, k0, f.group, wbuf, t, M, acc.data());

@@ -13,7 +13,7 @@
 //   s = 0;  s = fma(w[n][k], x[t][k], s)   for k = 0, 1, ..., K-1, in order   (w[n][k] widened as above)
 //   y[t][n] = (s + bias[n]) (+ y[t][n] with accumulate)
 // in one lane of one accumulator, whatever M is (the tile's width of token rows), whatever the thread count and
-// the ISA path (AVX2, or the portable path: the same scalar operations in the same order). That is also the float
+// the ISA path (AVX2, AVX-512's 16-lane tiles, or the portable path: the same scalar operations in the same order). That is also the float
 // kernel's order, so the result is bit for bit the float GEMM on the dequantized weights (tested).
 #pragma once
 #include <cstdint>
