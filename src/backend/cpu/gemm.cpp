@@ -224,7 +224,7 @@ void store_tile(const float* acc, int P, int C, int p0, int t0, int N, const Gem
 }
 
 #if defined(__x86_64__)
-// ---- the AVX-512 tiles (fp32 weights, 4 rows and more) ---------------------------------------------------------
+// ---- the AVX-512 tiles (fp32, bf16 and fp16 weights; steps of 4 rows and more) ----------------------------------
 // A 16-lane register holds two panels side by side: lanes 0-7 the k-th weights of panel p, lanes 8-15 those of
 // panel p + 1 (two 8-lane loads and one insert: the panel layout stays the one every path reads). A tile of Z
 // such registers x C token rows keeps Z x C accumulators, each lane the fma chain of one output over k in order,
@@ -331,8 +331,9 @@ Tile512Fn tile512_for(WType wt, int Z, int C) {
 #pragma GCC diagnostic pop
 
 // Rows in tiles of 8 over strips of 4 panels (2 registers: 16 accumulators), each strip's tiles prefetching the
-// next strip as the 8-lane path does; the M % 8 rows left over in one tile of Z registers with Z x r >= 10 chains
-// (enough to hide the FMA latency) over each block of 16 panels right after its 8-row tiles, from L2.
+// next strip as the 8-lane path does; the r = M % 8 rows left over in tiles of Z registers, Z x r = 8 to 14 chains
+// (enough to hide the FMA latency), over each block of 16 panels right after its 8-row tiles, from L2. Steps of
+// 1-3 rows keep the 8-lane tiles: they wait on memory, not on arithmetic.
 constexpr int kBlock512 = 16;
 int remainder_regs(int r) { return r == 1 ? 8 : r == 2 ? 6 : r == 3 ? 4 : r == 4 ? 3 : 2; }
 
