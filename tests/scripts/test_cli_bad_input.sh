@@ -74,6 +74,11 @@ expect_error "--input needs --output" "${G[@]}" --model "$T/m" --input "$T/bad.j
 expect_error "only one of --prompt and --input" "${G[@]}" --model "$T/m" --prompt hi --input "$T/bad.jsonl" --output "$T/o"
 expect_error "--model is required" "${G[@]}" --prompt hi
 expect_error "--temperature must be >= 0" "${G[@]}" --model "$T/m" --prompt hi --temperature -1
+# The kernels' ISA override: an unknown path, and a path this CPU cannot run (on a CPU without AVX-512).
+LOOKAHEAD_CPU_ISA=avx1024 expect_error "LOOKAHEAD_CPU_ISA='avx1024' is not a CPU path" "${G[@]}" --model "$T/m" --prompt hi
+if ! grep -qw avx512f /proc/cpuinfo; then
+  LOOKAHEAD_CPU_ISA=avx512 expect_error "LOOKAHEAD_CPU_ISA=avx512, but this CPU lacks AVX-512F" "${G[@]}" --model "$T/m" --prompt hi
+fi
 expect_error "--top-p must be in (0, 1]" "${G[@]}" --model "$T/m" --prompt hi --top-p 0
 expect_error "--top-k must be >= 0" "${G[@]}" --model "$T/m" --prompt hi --top-k -3
 expect_error "--max-new-tokens must be >= 0" generate --quiet --model "$T/m" --prompt hi --max-new-tokens -5
