@@ -223,6 +223,13 @@ void store_tile(const float* acc, int P, int C, int p0, int t0, int N, const Gem
   store_tile_portable(acc, P, C, p0, t0, N, o);
 }
 
+// The bytes of float panels [p, min(p1, p + n)) of w (the next strip: the panels are consecutive in memory).
+Prefetch strip_span(const PackedWeight& w, int p, int n, int p1) {
+  const char* wb = static_cast<const char*>(w.data);
+  const size_t one = size_t(w.cols) * kLanes * size_t(wtype_size(w.type));  // one panel, all k
+  return Prefetch{wb + size_t(p) * one, wb + size_t(std::max(p, std::min(p1, p + n))) * one};
+}
+
 #if defined(__x86_64__)
 // ---- the AVX-512 tiles (fp32, bf16 and fp16 weights; steps of 4 rows and more) ----------------------------------
 // A 16-lane register holds two panels side by side: lanes 0-7 the k-th weights of panel p, lanes 8-15 those of
@@ -343,11 +350,7 @@ void gemm_panels_avx512(const float* x, int M, const PackedWeight& w, int p0, in
     tile512_for(w.type, (n + 1) / 2, C)(x, w.cols, w.data, p, n, t, pf, acc);
     store_tile_avx2(acc, n, C, p, t, w.rows, o);
   };
-  const size_t strip_bytes = size_t(w.cols) * kLanes * size_t(wtype_size(w.type));
-  auto strip = [&](int p, int n) {
-    const char* wb = static_cast<const char*>(w.data);
-    return Prefetch{wb + size_t(p) * strip_bytes, wb + size_t(std::max(p, std::min(p1, p + n))) * strip_bytes};
-  };
+  auto strip = [&](int p, int n) { return strip_span(w, p, n, p1); };
   constexpr int C = 8, SP = 4;
   const int full = M / C * C, r = M - full, tiles = full / C;
   const int rp = r > 0 ? 2 * remainder_regs(r) : 0;  // the remainder tile's panels
@@ -418,12 +421,7 @@ void gemm_panels(const float* x, int M, const PackedWeight& w, int p0, int p1, c
     tile_for(w.type, P, C, avx2)(x, w.cols, w.data, p, t, pf, acc);
     store_tile(acc, P, C, p, t, w.rows, o, avx2);
   };
-  const char* wb = static_cast<const char*>(w.data);
-  const size_t strip_bytes = size_t(w.cols) * kLanes * size_t(wtype_size(w.type));  // one panel, all k
-  // The bytes of panels [p, min(p1, p + n)) (the next strip: the panels are consecutive in memory).
-  auto strip = [&](int p, int n) {
-    return Prefetch{wb + size_t(p) * strip_bytes, wb + size_t(std::max(p, std::min(p1, p + n))) * strip_bytes};
-  };
+  auto strip = [&](int p, int n) { return strip_span(w, p, n, p1); };
   // Up to 3 rows, one tile reads each strip of 4 panels once and prefetches the next strip as it goes: left to the
   // hardware's prefetch, 2 and 3 rows ran a quarter slower than 1 (the loads of a tile with more FMAs per byte
   // overlap less of the memory's latency). A pass of SmolLM2's layer GEMMs, fp32, 2 threads, the 2-core EPYC
