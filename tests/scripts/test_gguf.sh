@@ -215,6 +215,17 @@ if not (os.path.isfile(gemma) and have_tf):
     print("skip: Gemma-3-270M Q4_K_M (the file or transformers is missing)")
 else:
     from transformers import AutoTokenizer, AutoModelForCausalLM
+    import gguf
+    # transformers parses the GGUF with a fresh gguf.GGUFReader three times (tokenizer, config, tensors): ~12 s each
+    # for Gemma's 262,144-token vocabulary here. One reader per file serves the three reads the same fields.
+    readers, new_reader = {}, gguf.GGUFReader
+
+    def one_reader(path, mode="r"):
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = new_reader(path, mode)
+        return readers[key]
+    gguf.GGUFReader = one_reader
     d, f = os.path.dirname(gemma), os.path.basename(gemma)
     tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
     gtexts = TEXTS + ["<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n", "  two\n\n  spaces",

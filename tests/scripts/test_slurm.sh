@@ -91,7 +91,7 @@ SlurmdUser=root
 SlurmctldPort=$PCTL
 SlurmdPort=$PD
 AuthType=auth/munge
-AuthInfo=socket=$T/munge/munge.sock
+AuthInfo=socket=$T/munge/munge.sock,cred_expire=20
 CredType=cred/munge
 StateSaveLocation=$T/state
 SlurmdSpoolDir=$T/spool
@@ -154,6 +154,9 @@ PY
 run_job srun
 run_job mpirun
 
+# (cred_expire=20 above: a requeued job becomes eligible cred_expire + 1 s after its requeue, slurm.conf(5); with the
+# default 120 s this test spent two of its three minutes waiting. 20 s still covers a job step's launch on a loaded
+# machine.)
 # Time-limit warning: SIGTERM to the step's tasks (what `#SBATCH --signal=TERM@120` sends every rank; `scancel
 # --signal` reaches the same processes) stops the ranks cleanly, srun returns 143, the script requeues the job,
 # and the requeued run resumes the output: the final JSONL equals a one-process run over the same prompts.
