@@ -96,8 +96,8 @@ one_target() {
 }
 
 # Targets run side by side, one per core (LOOKAHEAD_FUZZ_JOBS): libFuzzer is single-threaded, so each target still
-# gets TIME seconds of one core, and the whole run takes 1/JOBS of the time (16 targets x 15 s: 262 -> ~135 s on 2
-# cores).
+# gets TIME seconds of one core, and the whole run takes 1/JOBS of the time (16 targets x 15 s on 2 cores: 262 s,
+# 1.15M executions -> 131 s, 1.11M).
 JOBS=${LOOKAHEAD_FUZZ_JOBS:-$(getconf _NPROCESSORS_ONLN)}
 t_start=$(date +%s)
 for t in "${TARGETS[@]}"; do
