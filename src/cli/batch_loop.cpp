@@ -6,6 +6,7 @@
 
 #include "job_options.h"
 #include "progress.h"
+#include "prompt_input.h"
 #include "report.h"
 #include "signals.h"
 
@@ -49,8 +50,8 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
   bool stopping = false;
   Clock::time_point stop_seen;
 
-  auto max_new_for = [&](const PromptRecord& p) {
-    return o.gen.max_new_tokens > 0 ? o.gen.max_new_tokens : cfg.max_positions + 1 - static_cast<int>(p.ids.size());
+  auto max_new_for = [&](const PromptRecord& p, const GenParams& g) {
+    return g.max_new_tokens > 0 ? g.max_new_tokens : cfg.max_positions + 1 - static_cast<int>(p.ids.size());
   };
   // A finished request: its record, then the draft state that includes it (the runner's end adds its output).
   auto finish = [&](int slot) {
@@ -87,8 +88,9 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
       const size_t next = static_cast<size_t>(pending);
       const PromptRecord& p = in.prompts[next];
       const int plen = static_cast<int>(p.ids.size());
-      check_prompt(cfg, p.ids, o.gen.max_new_tokens);
-      const int max_new = max_new_for(p);
+      const GenParams g = record_gen(o.gen, p);  // the flags, or the record's own settings
+      check_prompt(cfg, p.ids, g.max_new_tokens);
+      const int max_new = max_new_for(p, g);
       if (!br.fits_ever(plen, max_new)) {
         std::cerr << (in.tag + "error: prompt " + p.id.dump() + " needs " +
                       std::to_string(br.rows_needed(plen, max_new)) + " KV cache rows but --kv-memory holds " +
@@ -98,7 +100,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
         continue;
       }
       if (!br.fits_now(plen, max_new)) return;
-      SampleParams sp = o.gen.sample;
+      SampleParams sp = g.sample;
       sp.stream = next;  // the prompt's index, as in the one-at-a-time loop: resumed sampled runs match
       const int slot = br.add(int64_t(next), p.ids, sp, StepLimits{cfg.max_positions, std::max(max_new, 0), true});
       started[slot] = Clock::now();

@@ -87,7 +87,7 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   int left = 0;
   int64_t rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i)
-    if (!skip[i]) ++left, rows += int64_t(prompts[i].ids.size()) + std::max(o.gen.max_new_tokens, 1);
+    if (!skip[i]) ++left, rows += int64_t(prompts[i].ids.size()) + std::max(record_gen(o.gen, prompts[i]).max_new_tokens, 1);
   left = (left + r.groups - 1) / r.groups;  // with several groups, each gets about its share of the queue
   rows = rows / std::max(r.groups, 1);
   if (left <= 1) return 1;
@@ -141,6 +141,8 @@ int cmd_generate(int argc, char** argv) {
   set_strategy_identity(o, m);
   auto strategy = make_strategy(o.strategy, m.draft.get());
   if (!o.quiet) print_loaded(ranks, *m.model, *strategy, o.strategy.adaptive, seconds_since(t0));
+  if (ranks.root && !o.quiet && o.from_file())
+    if (const std::string line = record_gen_line(prompts); !line.empty()) std::cerr << (ranks.tag + line + "\n");
   if (!o.quiet && ranks.comm->size() > 1)
     std::cerr << (ranks.tag + "layout: " + std::to_string(ranks.comm->size()) + " ranks as " +
                   std::to_string(ranks.groups) + " group(s) of " + std::to_string(ranks.lp) + " (--lp-size " +

@@ -26,7 +26,8 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
                                                  "byte tokenizer for any model)")
       ("prompt", po::value(&o.prompt), "one prompt; the text streams to stdout")
       ("input", po::value(&o.input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the "
-                                     "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat)")
+                                     "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat); a record's own \"max_new_tokens\", "
+                                     "\"temperature\", \"top_k\", \"top_p\" or \"seed\" replace the flag for it")
       ("chat", po::bool_switch(&o.chat), "wrap each prompt as one user message in the model's chat template "
                                          "(ChatML, Llama-3, Llama-2/Mistral [INST]; default: off, the text is fed as is)")
       ("chat-thinking", po::value(&o.chat_thinking), "on | off: Qwen3 chat templates' enable_thinking (off renders the "

@@ -1,6 +1,8 @@
 #include "prompt_input.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <unordered_map>
@@ -73,7 +75,7 @@ std::string id_note(const PromptRecord& p, const GenerateOptions& o) {
 void check_given_ids(const PromptRecord& p, const ModelConfig& cfg, const GenerateOptions& o) {
   for (auto t : p.ids)
     LA_CHECK(t >= 0 && t < cfg.vocab, "prompt ", p.id.dump(), ": token id ", t, " outside the vocabulary");
-  check_fits(cfg, p.ids.size(), o.gen.max_new_tokens);
+  check_fits(cfg, p.ids.size(), record_gen(o.gen, p).max_new_tokens);
 }
 
 std::vector<int32_t> encode_prompt(const PromptRecord& p, const Tokenizer& tok, const ChatTemplate* chat,
@@ -85,6 +87,34 @@ std::vector<int32_t> encode_prompt(const PromptRecord& p, const Tokenizer& tok, 
 
 }  // namespace
 
+GenParams record_gen(const GenParams& run, const PromptRecord& p) {
+  GenParams g = run;
+  const RecordGen& r = p.gen;
+  if (r.max_new_tokens) g.max_new_tokens = *r.max_new_tokens;
+  if (r.temperature) g.sample.temperature = *r.temperature;
+  if (r.top_k) g.sample.top_k = *r.top_k;
+  if (r.top_p) g.sample.top_p = *r.top_p;
+  if (r.seed) g.sample.seed = static_cast<uint64_t>(*r.seed);
+  return g;
+}
+
+std::string record_gen_line(const std::vector<PromptRecord>& prompts) {
+  size_t any = 0, n[5] = {0, 0, 0, 0, 0};
+  for (const auto& p : prompts) {
+    const RecordGen& r = p.gen;
+    any += r.any();
+    n[0] += bool(r.max_new_tokens), n[1] += bool(r.temperature), n[2] += bool(r.top_k), n[3] += bool(r.top_p);
+    n[4] += bool(r.seed);
+  }
+  if (any == 0) return "";
+  static const char* const keys[5] = {"max_new_tokens", "temperature", "top_k", "top_p", "seed"};
+  std::string line = std::to_string(any) + " of " + std::to_string(prompts.size()) + " records set their own ";
+  const char* sep = "";
+  for (int k = 0; k < 5; ++k)
+    if (n[k] > 0) line += sep + std::string(keys[k]) + " (" + std::to_string(n[k]) + ")", sep = ", ";
+  return line + " over the flags";
+}
+
 std::vector<PromptRecord> read_prompts(const GenerateOptions& o) {
   std::vector<PromptRecord> prompts;
   if (o.has_prompt) {
@@ -93,8 +123,10 @@ std::vector<PromptRecord> read_prompts(const GenerateOptions& o) {
     prompts.push_back(std::move(p));
     return prompts;
   }
-  LA_CHECK(file_exists(o.input), "--input file '", o.input, "' does not exist");
+  // A pipe is read like a file (`--input <(jq ...)`, /dev/stdin): the records are read once, here.
+  LA_CHECK(!is_directory(o.input), "--input '", o.input, "' is a directory, not a JSONL file");
   std::ifstream in(o.input);
+  LA_CHECK(in.is_open(), "cannot read --input file '", o.input, "': ", std::strerror(errno));
   std::string line;
   int lineno = 0;
   // Records and --resume match requests by id: a repeated id is refused here, before any output is written
@@ -126,7 +158,7 @@ void tokenize_prompts(std::vector<PromptRecord>& prompts, const Tokenizer& tok, 
     p.ids = encode_prompt(p, tok, chat.get(), cfg, o);
     LA_CHECK(!p.ids.empty(), "empty prompt", id_note(p, o), ": it encodes to no tokens");
     try {
-      check_fits(cfg, p.ids.size(), o.gen.max_new_tokens);
+      check_fits(cfg, p.ids.size(), record_gen(o.gen, p).max_new_tokens);
     } catch (const Error& e) {
       fail(o.from_file() ? "prompt " + p.id.dump() + ": " : std::string(), e.what());
     }

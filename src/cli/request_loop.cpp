@@ -4,6 +4,7 @@
 
 #include "job_options.h"
 #include "progress.h"
+#include "prompt_input.h"
 #include "report.h"
 #include "signals.h"
 
@@ -61,9 +62,11 @@ LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strat
     }
     const size_t i = static_cast<size_t>(next);
     const auto& p = in.prompts[i];
+    gp = record_gen(o.gen, p);  // the flags, or the record's own settings
+    gp.cancel = stop.cancel_flag();
     gp.sample.stream = i;  // the prompt's index, not the count processed: resumed sampled runs match
-    stop.begin_request(o.gen.max_new_tokens > 0 ? o.gen.max_new_tokens
-                                                : in.max_positions + 1 - static_cast<int>(p.ids.size()));
+    stop.begin_request(gp.max_new_tokens > 0 ? gp.max_new_tokens
+                                             : in.max_positions + 1 - static_cast<int>(p.ids.size()));
     const GenResult r = generate_one(in, p, stream, gen, strategy, gp, stop, progress, src);
     if (r.stats.finish_reason == "cancelled") {  // dropped, never written: --resume redoes it
       res.interrupted = true;

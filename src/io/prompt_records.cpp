@@ -1,12 +1,54 @@
 // The JSONL record parsers of generate --input, tokenize --input and --resume's output file (see the header).
 #include "lookahead/io/prompt_records.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "lookahead/util/error.h"
 #include "lookahead/util/json_parse.h"
 
 namespace la {
+namespace {
+
+// An integer value of `key` in [lo, hi], or an error naming the line, the key and the range.
+int64_t int_in(const nlohmann::json& v, const std::string& where, const char* key, int64_t lo, int64_t hi) {
+  const bool ok = v.is_number_integer() &&
+                  (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi) : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
+  LA_CHECK(ok, where, ": \"", key, "\" must be an integer in [", lo, ", ", hi, "] (got ", v.dump(), ")");
+  return v.get<int64_t>();
+}
+
+float number_of(const nlohmann::json& v, const std::string& where, const char* key) {
+  LA_CHECK(v.is_number() && std::isfinite(v.get<double>()), where, ": \"", key, "\" must be a number (got ", v.dump(),
+           ")");
+  return v.get<float>();
+}
+
+RecordGen parse_record_gen(const nlohmann::json& j, const std::string& where) {
+  RecordGen g;
+  constexpr int64_t kMaxNew = std::numeric_limits<int32_t>::max();
+  for (const char* key : {"max_new_tokens", "max_tokens"}) {
+    if (!j.contains(key)) continue;
+    const int n = static_cast<int>(int_in(j[key], where, key, 0, kMaxNew));
+    LA_CHECK(!g.max_new_tokens || *g.max_new_tokens == n, where, ": \"max_new_tokens\" and \"max_tokens\" differ");
+    g.max_new_tokens = n;
+  }
+  if (j.contains("top_k")) g.top_k = static_cast<int>(int_in(j["top_k"], where, "top_k", 0, kMaxNew));
+  if (j.contains("seed")) g.seed = int_in(j["seed"], where, "seed", 0, std::numeric_limits<int64_t>::max());
+  if (j.contains("temperature")) {
+    g.temperature = number_of(j["temperature"], where, "temperature");
+    LA_CHECK(*g.temperature >= 0.f && std::isfinite(*g.temperature), where, ": \"temperature\" must be a finite number >= 0 (got ",
+             j["temperature"].dump(), ")");
+  }
+  if (j.contains("top_p")) {
+    g.top_p = number_of(j["top_p"], where, "top_p");
+    LA_CHECK(*g.top_p > 0.f && *g.top_p <= 1.f, where, ": \"top_p\" must be in (0, 1] (got ", j["top_p"].dump(), ")");
+  }
+  return g;
+}
+
+}  // namespace
 
 bool parse_prompt_record(const std::string& line, size_t index, const std::string& where, PromptRecord& out) {
   using json = nlohmann::json;
@@ -18,7 +60,8 @@ bool parse_prompt_record(const std::string& line, size_t index, const std::strin
   out = PromptRecord{j.contains("id") ? j["id"] : json(static_cast<int>(index)),
                      j.contains("prompt") && j["prompt"].is_string() ? j["prompt"].get<std::string>() : std::string(),
                      {},
-                     {}};
+                     {},
+                     parse_record_gen(j, where)};
   if (j.contains("prompt_ids")) {
     LA_CHECK(j["prompt_ids"].is_array() && !j["prompt_ids"].empty(), where,
              ": \"prompt_ids\" must be a non-empty array of token ids");

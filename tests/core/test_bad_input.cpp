@@ -14,6 +14,7 @@
 
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
+#include "lookahead/io/prompt_records.h"
 #include "lookahead/model/config.h"
 #include "lookahead/model/safetensors.h"
 #include "lookahead/tokenizer/tokenizer.h"
@@ -328,4 +329,28 @@ TEST(BadInput, StrategyRegistryIsTheOneList) {
 
 TEST(BadInput, UnknownPreset) {
   EXPECT_NE(error_of([] { preset_config("gpt-5"); }).find("unknown random model preset 'gpt-5'"), std::string::npos);
+}
+
+// A record's own generation settings: read as given, OpenAI's "max_tokens" as max_new_tokens, absent ones unset;
+// a value of the wrong type or range is one error naming the line and the key (the CLI: test_cli_batch.sh).
+TEST(BadInput, PromptRecordOwnSettings) {
+  PromptRecord r;
+  ASSERT_TRUE(parse_prompt_record(R"({"prompt": "x", "temperature": 0.5, "top_k": 3, "seed": 9, "answer": 1})", 0,
+                                  "in:1", r));
+  EXPECT_EQ(*r.gen.temperature, 0.5f);
+  EXPECT_EQ(*r.gen.top_k, 3);
+  EXPECT_EQ(*r.gen.seed, 9);
+  EXPECT_FALSE(r.gen.max_new_tokens || r.gen.top_p);
+  ASSERT_TRUE(parse_prompt_record(R"({"prompt": "x", "max_tokens": 12, "top_p": 1})", 0, "in:1", r));
+  EXPECT_EQ(*r.gen.max_new_tokens, 12);
+  EXPECT_EQ(*r.gen.top_p, 1.f);
+  ASSERT_TRUE(parse_prompt_record(R"({"prompt": "x"})", 0, "in:1", r));
+  EXPECT_FALSE(r.gen.any());
+  for (const char* bad : {R"("temperature": -0.1)", R"("temperature": "hot")", R"("temperature": 1e300)",
+                          R"("top_p": 1.5)", R"("top_k": -1)", R"("max_new_tokens": 4294967297)",
+                          R"("seed": 18446744073709551615)", R"("max_new_tokens": 3, "max_tokens": 4)"}) {
+    const std::string line = std::string(R"({"prompt": "x", )") + bad + "}";
+    const std::string key = std::string(bad).substr(1, std::string(bad).find('"', 1) - 1);
+    la::test::expect_error([&] { parse_prompt_record(line, 0, "in.jsonl:7", r); }, "in.jsonl:7", "\"" + key + "\"");
+  }
 }

@@ -1,5 +1,6 @@
 // Fuzzes `generate --input` JSONL: every line through parse_prompt_record (as cmd_generate does). Accepted
-// records must carry a string prompt or a non-empty id list, and the ids must be the integers of the line.
+// records must carry a string prompt or a non-empty id list, the ids must be the integers of the line, and a
+// record's own settings must be in their flags' ranges.
 #include "fuzz_common.h"
 #include "lookahead/io/prompt_records.h"
 
@@ -25,6 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           la::fuzz::broken("prompt record without a string prompt accepted");
         }
         (void)r.id.dump();
+        // A record's own settings are in the flags' ranges (prompt_records.h, RecordGen).
+        const la::RecordGen& g = r.gen;
+        if ((g.max_new_tokens && *g.max_new_tokens < 0) || (g.top_k && *g.top_k < 0) || (g.seed && *g.seed < 0) ||
+            (g.temperature && !(*g.temperature >= 0.f && *g.temperature <= 3.5e38f)) ||
+            (g.top_p && !(*g.top_p > 0.f && *g.top_p <= 1.f)))
+          la::fuzz::broken("a record's own setting outside its range accepted");
       }
       start = end + 1;
     }

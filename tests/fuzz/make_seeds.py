@@ -213,6 +213,9 @@ def prompt_seeds():
                                          '{"prompt": "no id", "extra": [1, {"x": null}]}\n')
     put("prompt_jsonl", "bad.jsonl", '{"id": 1, "prompt": 5}\n{"prompt_ids": []}\n{"prompt_ids": [1.5]}\n[1,2]\n')
     put("prompt_jsonl", "big_ids.jsonl", '{"prompt_ids": [2147483647, -2147483648, 0]}\n')
+    put("prompt_jsonl", "own.jsonl", '{"prompt": "a", "max_new_tokens": 5, "temperature": 0.7, "top_k": 3}\n'
+                                     '{"prompt": "b", "top_p": 0.9, "seed": 9223372036854775807, "max_tokens": 5}\n'
+                                     '{"prompt": "c", "temperature": -1}\n{"prompt": "d", "top_p": 1e-60}\n')
 
 
 # ---- JSONL tokenize records (tokenize --input, with and without --decode)

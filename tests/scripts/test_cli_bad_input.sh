@@ -70,6 +70,7 @@ expect_error "bad.jsonl:2: invalid JSON" "${G[@]}" --model "$T/m" --input "$T/ba
 expect_error 'dup.jsonl:3: id "a" repeats line 1' "${G[@]}" --model "$T/m" --input "$T/dup.jsonl" --output "$T/o.jsonl"
 expect_error "dupidx.jsonl:2: id 0 repeats line 1" "${G[@]}" --model "$T/m" --input "$T/dupidx.jsonl" --output "$T/o.jsonl" --batch 2
 expect_error "--input file" "${G[@]}" --model "$T/m" --input "$T/missing.jsonl" --output "$T/o.jsonl"
+expect_error "--input '$T' is a directory" "${G[@]}" --model "$T/m" --input "$T" --output "$T/o.jsonl"
 expect_error "--input needs --output" "${G[@]}" --model "$T/m" --input "$T/bad.jsonl"
 expect_error "only one of --prompt and --input" "${G[@]}" --model "$T/m" --prompt hi --input "$T/bad.jsonl" --output "$T/o"
 expect_error "--model is required" "${G[@]}" --prompt hi

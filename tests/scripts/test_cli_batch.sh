@@ -5,7 +5,8 @@
 # prompt that can never fit --kv-memory is refused by name while the others complete (non-zero exit), also at
 # --batch 1, and a budget below one KV row is an error; SIGTERM
 # mid-batch exits 143 with valid records and --resume completes exactly the uninterrupted records; bad values of
-# the new flags are one clear error each.
+# the new flags are one clear error each; records with their own generation settings (max_new_tokens, temperature,
+# top_k, top_p, seed) mixed in one batch each equal their own settings' run alone, and bad values name the line.
 # labels: cli
 # timeout: 600
 set -u
@@ -84,6 +85,57 @@ same bf6 bf1 "bf16: trie --batch 6 equals plain --batch 1"
 run s1 --strategy lade --batch 1 --temperature 0.8 --top-p 0.9 --seed 5 || bad "sampled --batch 1 failed"
 run s5 --strategy lade --batch 5 --temperature 0.8 --top-p 0.9 --seed 5 || bad "sampled --batch 5 failed"
 same s5 s1 "sampled: --batch 5 equals --batch 1 (per-request streams)"
+
+# Records with their own settings (max_new_tokens, OpenAI's max_tokens, temperature, top_k, top_p, seed) in one
+# batch: each request equals the whole file decoded alone (--batch 1) with those settings as flags, the same index
+# (so the same sampling stream); the run says how many records set what.
+python3 - "$T/p.jsonl" "$T/own.jsonl" <<'PY'
+import json, sys
+own = [{}, {"max_new_tokens": 5}, {"temperature": 0.8, "top_p": 0.9, "seed": 7},
+       {"temperature": 1.0, "top_k": 5, "max_tokens": 20}]
+with open(sys.argv[2], "w") as f:
+    for i, l in enumerate(open(sys.argv[1])):
+        r = json.loads(l); r.update(own[i % 4]); f.write(json.dumps(r) + "\n")
+PY
+FLAGS=("--max-new-tokens 48" "--max-new-tokens 5" "--max-new-tokens 48 --temperature 0.8 --top-p 0.9 --seed 7"
+       "--max-new-tokens 20 --temperature 1.0 --top-k 5")
+for k in 0 1 2 3; do
+  # shellcheck disable=SC2086
+  "$BIN" generate --model "$M" --input "$T/p.jsonl" --output "$T/own_ref$k.jsonl" --overwrite --threads 1 \
+    --strategy ar --batch 1 ${FLAGS[$k]} 2>/dev/null || bad "reference with flags '${FLAGS[$k]}' failed"
+done
+for b in 1 5; do
+  "$BIN" generate --model "$M" --input "$T/own.jsonl" --output "$T/own_b$b.jsonl" --overwrite --max-new-tokens 48 \
+    --threads 1 --batch $b --prefill-chunk 5 2>"$T/own_b$b.err" || bad "records with own settings, --batch $b failed"
+  python3 - "$T" $b <<'PY' && ok "own settings per record, --batch $b (suffix): each equals its flags' run alone" \
+    || bad "own settings per record, --batch $b: a request differs from its flags' run"
+import json, sys
+T, b = sys.argv[1], sys.argv[2]
+load = lambda f: {json.dumps(json.loads(l)["id"]): json.loads(l) for l in open(f)}
+got = load(f"{T}/own_b{b}.jsonl")
+refs = [load(f"{T}/own_ref{k}.jsonl") for k in range(4)]
+order = [json.dumps(json.loads(l)["id"]) for l in open(f"{T}/own.jsonl")]
+assert len(got) == len(order), (len(got), len(order))
+for i, key in enumerate(order):
+    want = refs[i % 4][key]
+    assert got[key]["ids"] == want["ids"], (i, key, got[key]["ids"], want["ids"])
+lens = [got[key]["new_tokens"] for key in order]
+assert lens[1] == 5 and lens[3] == 20 and max(lens[0::4]) > 5, lens
+PY
+done
+# The input through a pipe (read once, like a file): the same records.
+"$BIN" generate --model "$M" --input <(cat "$T/own.jsonl") --output "$T/own_pipe.jsonl" --overwrite \
+  --max-new-tokens 48 --threads 1 --batch 5 --prefill-chunk 5 --quiet && same own_pipe own_b5 "--input from a pipe" \
+  || bad "--input from a pipe failed"
+grep -q "12 of 16 records set their own max_new_tokens (8), temperature (8), top_k (4), top_p (4), seed (4)" \
+  "$T/own_b5.err" && ok "start line: $(grep 'records set their own' "$T/own_b5.err" | head -c 160)" \
+  || bad "no line about the records' own settings"
+for rec in '"temperature": -1' '"top_p": 0' '"top_k": 2.5' '"max_new_tokens": "many"' '"seed": -3' \
+           '"max_new_tokens": 5, "max_tokens": 6'; do
+  echo "{\"id\": \"x\", \"prompt\": \"Once\", $rec}" > "$T/badown.jsonl"
+  key=$(echo "$rec" | sed 's/^"\([a-z_]*\)".*/\1/')
+  expect_error "badown.jsonl:1: \"$key\"" generate --model "$M" --input "$T/badown.jsonl" --output "$T/x.jsonl" --overwrite
+done
 
 # A prompt that can never fit the KV budget is refused by name; the job goes on, then exits non-zero.
 python3 -c "
