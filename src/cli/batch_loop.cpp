@@ -9,6 +9,7 @@
 #include "prompt_input.h"
 #include "report.h"
 #include "signals.h"
+#include "stop_sequences.h"
 
 #include "lookahead/util/clock.h"
 
@@ -45,6 +46,7 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
   BatchRunner br(model, strategy, cfg, setup.opt, setup.cost, setup.make_controller, setup.replicas);
   std::vector<Clock::time_point> started(br.slots());
   std::vector<int> max_new_of(br.slots(), 0);
+  std::vector<std::unique_ptr<TextStopSequences>> stops_of(br.slots());  // each request's stop sequences, if any
   const auto t_job = Clock::now();
   int64_t pending = -1;  // an index the source handed out that waits for room in the batch
   bool stopping = false;
@@ -62,7 +64,9 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
     g.stats = r.stats();
     g.stats.new_tokens = static_cast<int>(g.ids.size());
     g.stats.seconds = seconds_since(started[slot]);
-    const nlohmann::json rec = result_record(p, g, output_text(in.tok, p.ids, in.eos_ids, g.ids), strategy.name());
+    const std::string stop = stops_of[slot] ? stops_of[slot]->matched() : std::string();
+    const nlohmann::json rec =
+        result_record(p, g, output_text(in.tok, p.ids, in.eos_ids, g.ids), strategy.name(), stop);
     src.finished(rec);
     res.total.add(g.stats);
     if (!o.stats_path.empty()) {
@@ -102,7 +106,12 @@ LoopResult run_batched_requests(const RequestInputs& in, StepModel& model, Strat
       if (!br.fits_now(plen, max_new)) return;
       SampleParams sp = g.sample;
       sp.stream = next;  // the prompt's index, as in the one-at-a-time loop: resumed sampled runs match
-      const int slot = br.add(int64_t(next), p.ids, sp, StepLimits{cfg.max_positions, std::max(max_new, 0), true});
+      std::unique_ptr<TextStopSequences> stops;
+      if (!record_stops(o, p).empty())
+        stops = std::make_unique<TextStopSequences>(in.tok, p.ids, in.eos_ids, record_stops(o, p));
+      const int slot =
+          br.add(int64_t(next), p.ids, sp, StepLimits{cfg.max_positions, std::max(max_new, 0), true, stops.get()});
+      stops_of[slot] = std::move(stops);
       started[slot] = Clock::now();
       max_new_of[slot] = max_new;
       pending = -1;

@@ -42,7 +42,10 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
       ("temperature", po::value(&o.gen.sample.temperature)->default_value(0.f), "0: greedy; > 0: sampling")
       ("top-k", po::value(&o.gen.sample.top_k)->default_value(0), "sampling: keep the k most likely (0: off)")
       ("top-p", po::value(&o.gen.sample.top_p)->default_value(1.f), "sampling: nucleus mass in (0, 1] (1: off)")
-      ("seed", po::value(&o.seed)->default_value(0), "sampling seed (outputs are reproducible)");
+      ("seed", po::value(&o.seed)->default_value(0), "sampling seed (outputs are reproducible)")
+      ("stop", po::value(&o.stop)->composing(),
+       "stop sequence (repeatable): a request ends at the first token whose text completes one (finish_reason "
+       "\"stop\"; its ids and text end with that token); e.g. --stop $'\\n\\n'");
   add_dtype_device_options(d, o.load);
   d.add_options()
       ("stats-json", po::value(&o.stats_path), "write per-prompt and aggregate statistics to this JSON file")
@@ -212,6 +215,7 @@ void check_generate_options(GenerateOptions& o) {
            o.chat_thinking, "' (expected on or off)");
   LA_CHECK(o.chat_date.find_first_of("\n\r") == std::string::npos, "--chat-date must be one line");
   check_sampling(o.gen, o.seed);
+  for (const auto& s : o.stop) LA_CHECK(!s.empty(), "--stop must not be empty (an empty sequence would end every request at once)");
   o.gen.sample.seed = static_cast<uint64_t>(o.seed);
   o.strategy.validate();
   o.job.validate();

@@ -17,6 +17,7 @@ struct GenerateOptions {
   LoadOptions load;          // --model --dtype --device --threads --kernels (--cuda-graphs via `graphs`)
   StrategyOptions strategy;  // --strategy and its parameters, --adaptive
   GenParams gen;             // --max-new-tokens, sampling (the seed arrives through `seed`)
+  std::vector<std::string> stop;  // --stop: stop sequences (text), each request's unless its record has "stop"
   JobOptions job;            // --resume --overwrite --progress-interval --stop-grace --rss-every
   std::string prompt;        // --prompt (has_prompt: it was given, even empty)
   bool has_prompt = false;

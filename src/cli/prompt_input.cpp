@@ -98,19 +98,23 @@ GenParams record_gen(const GenParams& run, const PromptRecord& p) {
   return g;
 }
 
+const std::vector<std::string>& record_stops(const GenerateOptions& o, const PromptRecord& p) {
+  return p.gen.stop ? *p.gen.stop : o.stop;
+}
+
 std::string record_gen_line(const std::vector<PromptRecord>& prompts) {
-  size_t any = 0, n[5] = {0, 0, 0, 0, 0};
+  size_t any = 0, n[6] = {0, 0, 0, 0, 0, 0};
   for (const auto& p : prompts) {
     const RecordGen& r = p.gen;
     any += r.any();
     n[0] += bool(r.max_new_tokens), n[1] += bool(r.temperature), n[2] += bool(r.top_k), n[3] += bool(r.top_p);
-    n[4] += bool(r.seed);
+    n[4] += bool(r.seed), n[5] += bool(r.stop);
   }
   if (any == 0) return "";
-  static const char* const keys[5] = {"max_new_tokens", "temperature", "top_k", "top_p", "seed"};
+  static const char* const keys[6] = {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop"};
   std::string line = std::to_string(any) + " of " + std::to_string(prompts.size()) + " records set their own ";
   const char* sep = "";
-  for (int k = 0; k < 5; ++k)
+  for (int k = 0; k < 6; ++k)
     if (n[k] > 0) line += sep + std::string(keys[k]) + " (" + std::to_string(n[k]) + ")", sep = ", ";
   return line + " over the flags";
 }

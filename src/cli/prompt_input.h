@@ -19,6 +19,8 @@ std::vector<PromptRecord> read_prompts(const GenerateOptions& o);
 
 // The generation settings of one request: the run's (the flags), with the record's own (RecordGen) in their place.
 GenParams record_gen(const GenParams& run, const PromptRecord& p);
+// The request's stop sequences: its record's "stop", else --stop (maybe none).
+const std::vector<std::string>& record_stops(const GenerateOptions& o, const PromptRecord& p);
 // "3 of 24 records set their own max_new_tokens (3), temperature (1)" for the start, or "" when none does: a
 // dataset's own "temperature" field is obeyed, so the run says so.
 std::string record_gen_line(const std::vector<PromptRecord>& prompts);

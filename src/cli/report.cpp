@@ -108,7 +108,8 @@ std::string output_text(const Tokenizer& tok, const std::vector<int32_t>& prompt
   return whole.push(ids) + whole.finish();
 }
 
-json result_record(const PromptRecord& p, const GenResult& r, const std::string& text, const std::string& strategy) {
+json result_record(const PromptRecord& p, const GenResult& r, const std::string& text, const std::string& strategy,
+                   const std::string& stop) {
   json rec = {{"id", p.id},
               {"prompt", p.text},
               {"prompt_ids", p.ids},
@@ -126,6 +127,7 @@ json result_record(const PromptRecord& p, const GenResult& r, const std::string&
     for (const auto& x : p.messages) m.push_back({{"role", x.role}, {"content", x.content}});
     rec["messages"] = m;
   }
+  if (!stop.empty()) rec["stop"] = stop;
   if (r.stats.adaptive) rec["stats"]["adaptive"] = adaptive_json(r.stats.budgets);
   return rec;
 }

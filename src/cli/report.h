@@ -28,8 +28,9 @@ std::string output_text(const Tokenizer& tok, const std::vector<int32_t>& prompt
                         const std::vector<int32_t>& eos_ids, const std::vector<int32_t>& ids);
 // One --output line: id, prompt, prompt_ids, ids, text, finish_reason, new_tokens, steps, seconds, tokens_per_s,
 // strategy, stats (+ messages for a chat record, stats.adaptive with adaptive drafting).
+// `stop`: the stop sequence that ended the request ("": none), as the record's "stop".
 nlohmann::json result_record(const PromptRecord& p, const GenResult& r, const std::string& text,
-                             const std::string& strategy);
+                             const std::string& strategy, const std::string& stop = "");
 
 // What the end-of-run reports read.
 struct RunReport {

@@ -1,12 +1,15 @@
 #include "request_loop.h"
 
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "job_options.h"
 #include "progress.h"
 #include "prompt_input.h"
 #include "report.h"
 #include "signals.h"
+#include "stop_sequences.h"
 
 namespace la::cli {
 namespace {
@@ -30,9 +33,10 @@ GenResult generate_one(const RequestInputs& in, const PromptRecord& p, bool stre
 
 // Adds a finished request to the totals and writes its record.
 void record_result(const RequestInputs& in, const PromptRecord& p, const GenResult& r, const Strategy& strategy,
-                   RequestSource& src, LoopResult& res) {
+                   const std::string& stop, RequestSource& src, LoopResult& res) {
   res.total.add(r.stats);
-  const nlohmann::json rec = result_record(p, r, output_text(in.tok, p.ids, in.eos_ids, r.ids), strategy.name());
+  const nlohmann::json rec =
+      result_record(p, r, output_text(in.tok, p.ids, in.eos_ids, r.ids), strategy.name(), stop);
   src.finished(rec);
   if (!in.o.stats_path.empty()) {  // kept only for --stats-json (about 1 KB per prompt)
     res.per_prompt.push_back(rec["stats"]);
@@ -65,6 +69,8 @@ LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strat
     gp = record_gen(o.gen, p);  // the flags, or the record's own settings
     gp.cancel = stop.cancel_flag();
     gp.sample.stream = i;  // the prompt's index, not the count processed: resumed sampled runs match
+    std::optional<TextStopSequences> stops;  // the request's stop sequences (--stop, its record's "stop")
+    if (!record_stops(o, p).empty()) gp.stop = &stops.emplace(in.tok, p.ids, in.eos_ids, record_stops(o, p));
     stop.begin_request(gp.max_new_tokens > 0 ? gp.max_new_tokens
                                              : in.max_positions + 1 - static_cast<int>(p.ids.size()));
     const GenResult r = generate_one(in, p, stream, gen, strategy, gp, stop, progress, src);
@@ -72,7 +78,7 @@ LoopResult run_requests(const RequestInputs& in, Generator& gen, Strategy& strat
       res.interrupted = true;
       break;
     }
-    record_result(in, p, r, strategy, src, res);
+    record_result(in, p, r, strategy, stops ? stops->matched() : std::string(), src, res);
     // The record is in --output, now the state that includes it: a job killed later (SIGKILL, a lost host, Open
     // MPI's abort) loses at most the request in flight. Only a state that changed is written (state_checkpoint.h).
     strategy.checkpoint();

@@ -37,7 +37,7 @@ GenResult Generator::generate(const std::vector<int32_t>& prompt, const GenParam
   const auto t_start = Clock::now();
   const int max_new = gp.max_new_tokens > 0 ? gp.max_new_tokens : cfg_.max_positions + 1 - int(prompt.size());
   r.ids.reserve(static_cast<size_t>(std::max(max_new, 0)));
-  runner_.begin(prompt, gp.sample, StepLimits{cfg_.max_positions, std::max(max_new, 0), true});
+  runner_.begin(prompt, gp.sample, StepLimits{cfg_.max_positions, std::max(max_new, 0), true, gp.stop});
   const double cpu0 = thread_cpu_s();
   const std::vector<int32_t>& seq = runner_.seq();
   while (!runner_.done()) {

@@ -131,6 +131,7 @@ int StepRunner::finish_step() {
     seq_.push_back(tok);
     ++kept;
     if (limits_.stop_at_eos && cfg_.is_eos(tok)) { st.finish_reason = "eos"; done_ = true; break; }
+    if (limits_.stop && limits_.stop->append(tok)) { st.finish_reason = "stop"; done_ = true; break; }
     if (limits_.max_new >= 0 && generated() >= limits_.max_new) { st.finish_reason = "length"; done_ = true; break; }
   }
   path_.assign(verdict_.path.begin(), verdict_.path.begin() + std::min<size_t>(verdict_.path.size(), kept));

@@ -1,6 +1,7 @@
 // The JSONL record parsers of generate --input, tokenize --input and --resume's output file (see the header).
 #include "lookahead/io/prompt_records.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -40,6 +41,15 @@ RecordGen parse_record_gen(const nlohmann::json& j, const std::string& where) {
     g.temperature = number_of(j["temperature"], where, "temperature");
     LA_CHECK(*g.temperature >= 0.f && std::isfinite(*g.temperature), where, ": \"temperature\" must be a finite number >= 0 (got ",
              j["temperature"].dump(), ")");
+  }
+  if (j.contains("stop")) {
+    const nlohmann::json& v = j["stop"];
+    const bool list = v.is_array() && std::all_of(v.begin(), v.end(), [](const nlohmann::json& x) {
+      return x.is_string() && !x.get<std::string>().empty();
+    });
+    LA_CHECK((v.is_string() && !v.get<std::string>().empty()) || list, where,
+             ": \"stop\" must be a non-empty string or a list of them (got ", v.dump(), ")");
+    g.stop = v.is_string() ? std::vector<std::string>{v.get<std::string>()} : v.get<std::vector<std::string>>();
   }
   if (j.contains("top_p")) {
     g.top_p = number_of(j["top_p"], where, "top_p");

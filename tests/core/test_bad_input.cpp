@@ -344,11 +344,16 @@ TEST(BadInput, PromptRecordOwnSettings) {
   ASSERT_TRUE(parse_prompt_record(R"({"prompt": "x", "max_tokens": 12, "top_p": 1})", 0, "in:1", r));
   EXPECT_EQ(*r.gen.max_new_tokens, 12);
   EXPECT_EQ(*r.gen.top_p, 1.f);
+  ASSERT_TRUE(parse_prompt_record(R"({"prompt": "x", "stop": "\n\n"})", 0, "in:1", r));
+  EXPECT_EQ(*r.gen.stop, std::vector<std::string>{"\n\n"});
+  ASSERT_TRUE(parse_prompt_record(R"({"prompt": "x", "stop": []})", 0, "in:1", r));  // none, whatever --stop says
+  EXPECT_TRUE(r.gen.stop && r.gen.stop->empty());
   ASSERT_TRUE(parse_prompt_record(R"({"prompt": "x"})", 0, "in:1", r));
   EXPECT_FALSE(r.gen.any());
   for (const char* bad : {R"("temperature": -0.1)", R"("temperature": "hot")", R"("temperature": 1e300)",
                           R"("top_p": 1.5)", R"("top_k": -1)", R"("max_new_tokens": 4294967297)",
-                          R"("seed": 18446744073709551615)", R"("max_new_tokens": 3, "max_tokens": 4)"}) {
+                          R"("seed": 18446744073709551615)", R"("max_new_tokens": 3, "max_tokens": 4)",
+                          R"("stop": "")", R"("stop": ["a", 5])", R"("stop": {"a": 1})"}) {
     const std::string line = std::string(R"({"prompt": "x", )") + bad + "}";
     const std::string key = std::string(bad).substr(1, std::string(bad).find('"', 1) - 1);
     la::test::expect_error([&] { parse_prompt_record(line, 0, "in.jsonl:7", r); }, "in.jsonl:7", "\"" + key + "\"");

@@ -1,6 +1,9 @@
 // Fuzzes `generate --input` JSONL: every line through parse_prompt_record (as cmd_generate does). Accepted
 // records must carry a string prompt or a non-empty id list, the ids must be the integers of the line, and a
 // record's own settings must be in their flags' ranges.
+#include <algorithm>
+#include <string>
+
 #include "fuzz_common.h"
 #include "lookahead/io/prompt_records.h"
 
@@ -30,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const la::RecordGen& g = r.gen;
         if ((g.max_new_tokens && *g.max_new_tokens < 0) || (g.top_k && *g.top_k < 0) || (g.seed && *g.seed < 0) ||
             (g.temperature && !(*g.temperature >= 0.f && *g.temperature <= 3.5e38f)) ||
-            (g.top_p && !(*g.top_p > 0.f && *g.top_p <= 1.f)))
+            (g.top_p && !(*g.top_p > 0.f && *g.top_p <= 1.f)) ||
+            (g.stop && std::any_of(g.stop->begin(), g.stop->end(), [](const std::string& s) { return s.empty(); })))
           la::fuzz::broken("a record's own setting outside its range accepted");
       }
       start = end + 1;

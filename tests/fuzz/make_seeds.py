@@ -215,7 +215,8 @@ def prompt_seeds():
     put("prompt_jsonl", "big_ids.jsonl", '{"prompt_ids": [2147483647, -2147483648, 0]}\n')
     put("prompt_jsonl", "own.jsonl", '{"prompt": "a", "max_new_tokens": 5, "temperature": 0.7, "top_k": 3}\n'
                                      '{"prompt": "b", "top_p": 0.9, "seed": 9223372036854775807, "max_tokens": 5}\n'
-                                     '{"prompt": "c", "temperature": -1}\n{"prompt": "d", "top_p": 1e-60}\n')
+                                     '{"prompt": "c", "temperature": -1}\n{"prompt": "d", "top_p": 1e-60}\n'
+                                     '{"prompt": "e", "stop": ["\\n\\n", "Q:"]}\n{"prompt": "f", "stop": ""}\n')
 
 
 # ---- JSONL tokenize records (tokenize --input, with and without --decode)

@@ -6,7 +6,9 @@
 # --batch 1, and a budget below one KV row is an error; SIGTERM
 # mid-batch exits 143 with valid records and --resume completes exactly the uninterrupted records; bad values of
 # the new flags are one clear error each; records with their own generation settings (max_new_tokens, temperature,
-# top_k, top_p, seed) mixed in one batch each equal their own settings' run alone, and bad values name the line.
+# top_k, top_p, seed) mixed in one batch each equal their own settings' run alone, and bad values name the line;
+# stop sequences (--stop, a record's "stop") cut each request at the first token completing one, for every kind of
+# draft.
 # labels: cli
 # timeout: 600
 set -u
@@ -136,6 +138,77 @@ for rec in '"temperature": -1' '"top_p": 0' '"top_k": 2.5' '"max_new_tokens": "m
   key=$(echo "$rec" | sed 's/^"\([a-z_]*\)".*/\1/')
   expect_error "badown.jsonl:1: \"$key\"" generate --model "$M" --input "$T/badown.jsonl" --output "$T/x.jsonl" --overwrite
 done
+
+# Stop sequences (--stop, a record's "stop" replacing it): each request's ids are plain decoding's (no stop) cut at
+# the first token whose text completes one of its sequences (that token kept, none after it, even when a draft
+# accepted past it), finish_reason "stop" and the record's "stop" naming it; a request whose output holds none ends
+# as plain decoding does. Suffix, LADE, trie and prompt lookup, batched and not.
+"$BIN" generate --model "$M" --input "$T/p.jsonl" --output "$T/stop_ref.jsonl" --overwrite --max-new-tokens 64 \
+  --threads 1 --strategy ar --batch 1 2>/dev/null || bad "stop: the plain run failed"
+# Every other record its own "stop": the text of plain decoding's output tokens 30-31 (mid-output, where drafts
+# are often accepted past it); some none ([]); the rest the flags' "." and ",".
+python3 - "$T" "$BIN" "$M" <<'PY'
+import json, subprocess, sys
+T, BIN, M = sys.argv[1:]
+ref = [json.loads(l) for l in open(f"{T}/stop_ref.jsonl")]
+with open(f"{T}/dec.jsonl", "w") as f:
+    for i, r in enumerate(ref):
+        for m in (30, 32):
+            f.write(json.dumps({"id": f"{i}-{m}", "ids": r["prompt_ids"] + r["ids"][:m]}) + "\n")
+out = subprocess.run([BIN, "tokenize", "--model", M, "--input", f"{T}/dec.jsonl", "--decode"], capture_output=True,
+                     text=True, check=True).stdout.splitlines()
+mid = {json.dumps(r["id"]): json.loads(out[2 * i + 1])["text"][len(json.loads(out[2 * i])["text"]):]  # tokens 30-31
+       for i, r in enumerate(ref)}
+with open(f"{T}/stops.jsonl", "w") as f:
+    for i, l in enumerate(open(f"{T}/p.jsonl")):
+        r = json.loads(l); k = json.dumps(r["id"])
+        if i % 4 in (1, 2) and mid[k].strip(): r["stop"] = [mid[k], "Lily"] if i % 4 == 2 else mid[k]
+        if i % 4 == 3: r["stop"] = []
+        f.write(json.dumps(r) + "\n")
+PY
+# Drafts fixed (--adaptive off): on this tiny model the adaptive default would run plain steps only, and the cut of
+# the tokens a step accepted past the stop would go untested.
+for cfg in "suffix 5" "lade 1" "trie 4" "prompt-lookup 3"; do
+  set -- $cfg
+  "$BIN" generate --model "$M" --input "$T/stops.jsonl" --output "$T/stop_$1.jsonl" --overwrite --max-new-tokens 64 \
+    --threads 1 --strategy "$1" --adaptive off --batch "$2" --stop . --stop "," 2>/dev/null || bad "stop: $cfg failed"
+  python3 - "$T" "$1" "$BIN" "$M" <<'PY' && ok "stop sequences, $1 --batch $2: $(cat "$T/stop_note")" \
+    || bad "stop sequences, $1 --batch $2"
+import json, subprocess, sys
+T, s, BIN, M = sys.argv[1:]
+load = lambda f: {json.dumps(json.loads(l)["id"]): json.loads(l) for l in open(f)}
+ref, got, inp = load(f"{T}/stop_ref.jsonl"), load(f"{T}/stop_{s}.jsonl"), load(f"{T}/stops.jsonl")
+# text(prompt, ids): the output's text after the prompt's (the records' decoding, leading space kept)
+reqs = []
+for k, r in got.items():
+    for ids in ([], r["ids"], r["ids"][:-1]):
+        reqs.append({"id": len(reqs), "ids": r["prompt_ids"] + ids})
+with open(f"{T}/dec.jsonl", "w") as f:
+    for q in reqs: f.write(json.dumps(q) + "\n")
+out = subprocess.run([BIN, "tokenize", "--model", M, "--input", f"{T}/dec.jsonl", "--decode"], capture_output=True,
+                     text=True, check=True).stdout.splitlines()
+texts = [json.loads(l)["text"] for l in out]
+stopped = 0
+for n, (k, r) in enumerate(got.items()):
+    stops = inp[k]["stop"] if "stop" in inp[k] else [".", ","]
+    stops = [stops] if isinstance(stops, str) else stops
+    base, whole, less = texts[3 * n], texts[3 * n + 1][len(texts[3 * n]):], texts[3 * n + 2][len(texts[3 * n]):]
+    assert ref[k]["ids"][:len(r["ids"])] == r["ids"], (k, "not a prefix of plain decoding")
+    if r["finish_reason"] == "stop":
+        stopped += 1
+        assert r["stop"] in stops and r["stop"] in whole and r["stop"] in r["text"], (k, r["stop"], whole)
+        assert not any(x in less for x in stops), (k, "a stop sequence before the last token", less)
+    else:
+        assert "stop" not in r and r["ids"] == ref[k]["ids"], (k, r["finish_reason"])
+        assert not any(x in whole for x in stops), (k, "a stop sequence not stopped at", whole)
+assert stopped >= len(got) // 2, stopped
+open(f"{T}/stop_note", "w").write(f"{stopped} of {len(got)} stopped, each at its first stop sequence")
+PY
+done
+expect_error "--stop must not be empty" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --stop ""
+echo '{"id": "x", "prompt": "Once", "stop": ["a", ""]}' > "$T/badstop.jsonl"
+expect_error 'badstop.jsonl:1: "stop" must be a non-empty string' generate --model "$M" --input "$T/badstop.jsonl" \
+  --output "$T/x.jsonl" --overwrite
 
 # A prompt that can never fit the KV budget is refused by name; the job goes on, then exits non-zero.
 python3 -c "

@@ -5,7 +5,7 @@
 #      splits their trees), suffix with adaptive drafting, and prompts fed in small chunks (--prefill-chunk 5);
 #      and 4 ranks as 2 groups of 2, each batching (--batch 2); and in one process over 3 simulated replicas;
 #      --batch auto on the group prints its choice and the layout line priced at it, and the same ids; records
-#      with their own sampling settings and lengths (each slot's parameters reach the worker);
+#      with their own sampling settings, lengths and stop sequences (each slot's parameters reach the worker);
 #   2. SIGTERM mid-job (launch/mpirun.sh forwards it): status 143, valid records equal to the reference's, and
 #      --resume (the same LP batch) completes exactly the reference's records;
 #   3. SIGSTOP of the LP worker mid-job with --rank-timeout 5: rank 0 names it, non-zero exit, no hang.
@@ -64,12 +64,13 @@ else
   bad "trie, 2 groups of 2, --batch 2: $why"
 fi
 
-# Records with their own settings (sampled and greedy, own lengths) under LP: each slot's sampling parameters reach
+# Records with their own settings (sampled and greedy, own lengths, stop sequences) under LP: each slot's sampling parameters reach
 # the worker with its slot, so the group's records equal one process's --batch 1 (test_cli_batch: equal to each
 # record's settings given as flags).
 python3 - "$T/prompts.jsonl" "$T/own.jsonl" <<'PY'
 import json, sys
-own = [{}, {"max_new_tokens": 7}, {"temperature": 0.9, "top_p": 0.95, "seed": 3}, {"temperature": 1.0, "top_k": 4}]
+own = [{"stop": "."}, {"max_new_tokens": 7}, {"temperature": 0.9, "top_p": 0.95, "seed": 3, "stop": [",", "."]},
+       {"temperature": 1.0, "top_k": 4}]
 with open(sys.argv[2], "w") as f:
     for i, l in enumerate(open(sys.argv[1])):
         r = json.loads(l); r.update(own[i % 4]); f.write(json.dumps(r) + "\n")
@@ -82,6 +83,8 @@ else
   rc=$?
   if [ $rc != 0 ]; then
     bad "own settings, 1 group of 2, --batch 3: exit $rc"; tail -n 8 "$T/log" | sed 's/^/    /'
+  elif ! grep -q '"finish_reason":"stop"' "$T/own.lp.jsonl"; then
+    bad "own settings, 1 group of 2, --batch 3: no request ended at a stop sequence"
   elif why=$(same_records "$T/own.ref.jsonl" "$T/own.lp.jsonl" count=12 2>&1); then
     ok "records with their own settings, 1 group of 2, --batch 3: every record's ids equal one process's --batch 1"
   else

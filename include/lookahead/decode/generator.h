@@ -19,6 +19,7 @@ namespace la {
 struct GenParams {
   int max_new_tokens = 128;  // 0: up to the context limit
   SampleParams sample;
+  StopSequences* stop = nullptr;  // stop sequences of the request (step_runner.h); null: none
   // Cancellation (clean stop on SIGINT/SIGTERM): read with one relaxed load before every step; once true the
   // request ends after the step in flight with finish_reason "cancelled" (strategy and executor are ended as
   // usual, so their state stays consistent). nullptr: never.

@@ -2,7 +2,7 @@
 // all call StepRunner::step():
 //
 //   [controller: choose budget] -> strategy.plan -> validate -> executor.run (one forward) -> verify
-//   -> strategy.update (sees the sequence before the new tokens) -> append (cut at eos / length)
+//   -> strategy.update (sees the sequence before the new tokens) -> append (cut at eos / stop sequence / length)
 //   -> executor.commit -> [controller: observe] -> stats
 //
 // The runner owns the sequence and every per-step buffer (plan, results, verdict, commit path); they keep their
@@ -34,7 +34,7 @@ struct RequestStats {
   // CPU time of the calling thread while decoding (prefill excluded). With one compute thread (--threads 1) it
   // is the decode time without the time other processes took the core: benchmarks on a shared machine use it.
   double cpu_s = 0;
-  std::string finish_reason;     // eos | length | cancelled
+  std::string finish_reason;     // eos | stop | length | cancelled
   bool adaptive = false;         // a DraftController chose the draft budgets
   AdaptiveCounters budgets;      // adaptive: chosen budgets (histogram), plain fallbacks, probes
   double compression() const { return steps ? double(new_tokens) / steps : 0.0; }
@@ -43,10 +43,21 @@ struct RequestStats {
   void add(const RequestStats& o);
 };
 
+// Stop sequences (generate --stop, a record's "stop"): shown each output token as the runner appends it, says
+// when the output's text first contains one. The request then ends at that token ("stop"), and the tokens verified
+// after it in the same step are dropped, as after an eos: the ids are plain decoding's up to that token, whatever
+// the drafts. Text needs the tokenizer, so the CLI implements it (src/cli/stop_sequences.h); the runner sees ids.
+class StopSequences {
+ public:
+  virtual ~StopSequences() = default;
+  virtual bool append(int32_t token) = 0;  // true: the output now contains a stop sequence
+};
+
 struct StepLimits {
   int max_positions = 0;    // the context: no plan node at position max_positions or beyond
   int max_new = -1;         // tokens after the prompt, then the request ends ("length"); < 0: no limit
   bool stop_at_eos = true;  // an eos token ends the request ("eos"); tokens verified after it are dropped
+  StopSequences* stop = nullptr;  // not owned, outlives the request; null: none
 };
 
 using Verifier = std::function<Verdict(const StepPlan&, const std::vector<int32_t>&)>;

@@ -21,13 +21,15 @@ namespace la {
 // A record's own generation settings: each one given overrides the run's flag for this request alone (a job's
 // prompts often want different lengths or temperatures; in a batch each request keeps its own). The keys are the
 // flags' names with underscores: "max_new_tokens" (>= 0; 0: up to the context; OpenAI's "max_tokens" is read as
-// the same), "temperature" (>= 0; 0: greedy), "top_k" (>= 0), "top_p" (in (0, 1]), "seed" (>= 0). A value of the
-// wrong type or range is an error naming the line; other keys are ignored (datasets carry their own fields).
+// the same), "temperature" (>= 0; 0: greedy), "top_k" (>= 0), "top_p" (in (0, 1]), "seed" (>= 0), "stop" (a
+// string or a list of non-empty strings, replacing --stop; [] for none). A value of the wrong type or range is an
+// error naming the line; other keys are ignored (datasets carry their own fields).
 struct RecordGen {
   std::optional<int> max_new_tokens, top_k;
   std::optional<float> temperature, top_p;
   std::optional<int64_t> seed;
-  bool any() const { return max_new_tokens || top_k || temperature || top_p || seed; }
+  std::optional<std::vector<std::string>> stop;
+  bool any() const { return max_new_tokens || top_k || temperature || top_p || seed || stop; }
 };
 
 struct PromptRecord {
