@@ -87,7 +87,8 @@ int resolve_batch(const GenerateOptions& o, int ranks, const std::vector<PromptR
   int left = 0;
   int64_t rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i)
-    if (!skip[i]) ++left, rows += int64_t(prompts[i].ids.size()) + std::max(record_gen(o.gen, prompts[i]).max_new_tokens, 1);
+    if (!skip[i])
+      ++left, rows += int64_t(prompts[i].ids.size()) + std::max(record_gen(o.gen, prompts[i]).max_new_tokens, 1);
   left = (left + r.groups - 1) / r.groups;  // with several groups, each gets about its share of the queue
   rows = rows / std::max(r.groups, 1);
   if (left <= 1) return 1;

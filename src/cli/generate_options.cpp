@@ -26,8 +26,9 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
                                                  "byte tokenizer for any model)")
       ("prompt", po::value(&o.prompt), "one prompt; the text streams to stdout")
       ("input", po::value(&o.input), "JSONL file of {\"id\": ..., \"prompt\": ...} records (or \"prompt_ids\": [...] to skip the "
-                                     "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat); a record's own \"max_new_tokens\", "
-                                     "\"temperature\", \"top_k\", \"top_p\" or \"seed\" replace the flag for it")
+                                     "tokenizer, or \"messages\": [{\"role\", \"content\"}...] for a chat); a record's "
+                                     "own \"max_new_tokens\", \"temperature\", \"top_k\", \"top_p\", \"seed\" or "
+                                     "\"stop\" replaces the flag for it")
       ("chat", po::bool_switch(&o.chat), "wrap each prompt as one user message in the model's chat template "
                                          "(ChatML, Llama-3, Llama-2/Mistral [INST]; default: off, the text is fed as is)")
       ("chat-thinking", po::value(&o.chat_thinking), "on | off: Qwen3 chat templates' enable_thinking (off renders the "
@@ -215,7 +216,8 @@ void check_generate_options(GenerateOptions& o) {
            o.chat_thinking, "' (expected on or off)");
   LA_CHECK(o.chat_date.find_first_of("\n\r") == std::string::npos, "--chat-date must be one line");
   check_sampling(o.gen, o.seed);
-  for (const auto& s : o.stop) LA_CHECK(!s.empty(), "--stop must not be empty (an empty sequence would end every request at once)");
+  for (const auto& s : o.stop)
+    LA_CHECK(!s.empty(), "--stop must not be empty (an empty sequence would end every request at once)");
   o.gen.sample.seed = static_cast<uint64_t>(o.seed);
   o.strategy.validate();
   o.job.validate();

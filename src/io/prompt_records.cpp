@@ -14,8 +14,8 @@ namespace {
 
 // An integer value of `key` in [lo, hi], or an error naming the line, the key and the range.
 int64_t int_in(const nlohmann::json& v, const std::string& where, const char* key, int64_t lo, int64_t hi) {
-  const bool ok = v.is_number_integer() &&
-                  (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi) : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
+  const bool ok = v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
+                                                                    : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
   LA_CHECK(ok, where, ": \"", key, "\" must be an integer in [", lo, ", ", hi, "] (got ", v.dump(), ")");
   return v.get<int64_t>();
 }
@@ -39,8 +39,8 @@ RecordGen parse_record_gen(const nlohmann::json& j, const std::string& where) {
   if (j.contains("seed")) g.seed = int_in(j["seed"], where, "seed", 0, std::numeric_limits<int64_t>::max());
   if (j.contains("temperature")) {
     g.temperature = number_of(j["temperature"], where, "temperature");
-    LA_CHECK(*g.temperature >= 0.f && std::isfinite(*g.temperature), where, ": \"temperature\" must be a finite number >= 0 (got ",
-             j["temperature"].dump(), ")");
+    LA_CHECK(*g.temperature >= 0.f && std::isfinite(*g.temperature), where,
+             ": \"temperature\" must be a finite number >= 0 (got ", j["temperature"].dump(), ")");
   }
   if (j.contains("stop")) {
     const nlohmann::json& v = j["stop"];
