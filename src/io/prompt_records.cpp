@@ -12,11 +12,15 @@
 namespace la {
 namespace {
 
+// An integer JSON value in [lo, hi] (hi >= 0), read without get<>()'s wrapping (4294967297 as an int32 is 1).
+bool integer_in(const nlohmann::json& v, int64_t lo, int64_t hi) {
+  return v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
+                                                          : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
+}
+
 // An integer value of `key` in [lo, hi], or an error naming the line, the key and the range.
 int64_t int_in(const nlohmann::json& v, const std::string& where, const char* key, int64_t lo, int64_t hi) {
-  const bool ok = v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi)
-                                                                    : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
-  LA_CHECK(ok, where, ": \"", key, "\" must be an integer in [", lo, ", ", hi, "] (got ", v.dump(), ")");
+  LA_CHECK(integer_in(v, lo, hi), where, ": \"", key, "\" must be an integer in [", lo, ", ", hi, "] (got ", v.dump(), ")");
   return v.get<int64_t>();
 }
 
@@ -78,9 +82,7 @@ bool parse_prompt_record(const std::string& line, size_t index, const std::strin
     for (auto& x : j["prompt_ids"]) {
       LA_CHECK(x.is_number_integer(), where, ": \"prompt_ids\" holds a non-integer");
       // get<int32_t>() would wrap 4294967297 to 1, a valid id (found by tests/fuzz).
-      const bool fits = x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t(INT32_MAX)
-                                               : x.get<int64_t>() >= INT32_MIN && x.get<int64_t>() <= INT32_MAX;
-      LA_CHECK(fits, where, ": \"prompt_ids\" holds ", x.dump(), ", outside any vocabulary");
+      LA_CHECK(integer_in(x, INT32_MIN, INT32_MAX), where, ": \"prompt_ids\" holds ", x.dump(), ", outside any vocabulary");
       out.ids.push_back(x.get<int32_t>());
     }
   } else if (j.contains("messages")) {
@@ -101,9 +103,7 @@ bool parse_tokenize_record(const std::string& line, size_t index, const std::str
     const json& v = j["ids"];
     LA_CHECK(v.is_array(), where, ": \"ids\" must be an array of token ids");
     for (const auto& x : v) {
-      LA_CHECK(x.is_number_integer() && (x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t(INT32_MAX)
-                                                                 : x.get<int64_t>() >= 0 && x.get<int64_t>() <= INT32_MAX),
-               where, ": \"ids\" holds ", x.dump(), ", which is not a token id");
+      LA_CHECK(integer_in(x, 0, INT32_MAX), where, ": \"ids\" holds ", x.dump(), ", which is not a token id");
       out.ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
     }
   } else {
