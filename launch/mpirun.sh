@@ -16,7 +16,9 @@
 #     (remote ranks get the same environment).
 # Environment: LOOKAHEAD_BIN (default: <repo>/build/lookahead), LA_BIND_GPU=0 to leave CUDA_VISIBLE_DEVICES alone,
 # MPIRUN (default: mpirun), LA_LAUNCH_QUIET=1 to not echo the mpirun command line to stderr, LA_ABORT_GRACE (10 s:
-# on multi-node jobs, how long mpirun may keep waiting for an unreachable node after the job failed; see below). The job ends non-zero, naming the rank, if any rank fails or dies.
+# on multi-node jobs, how long mpirun may keep waiting for an unreachable node after the job failed; see below),
+# LA_START_TIMEOUT (60 s: on multi-node jobs, how long every rank may take to start; see below). The job ends
+# non-zero, naming the rank, if any rank fails or dies.
 # SIGTERM / SIGINT to this script stop the job cleanly (forwarded to mpirun); the script then exits 143 / 130.
 #
 # Internal: `launch/mpirun.sh --rank-exec PROGRAM ARGS...` runs on every rank (also from srun, see cluster/): it
@@ -51,6 +53,8 @@ if [ "${1:-}" = "--rank-exec" ]; then
       export CUDA_VISIBLE_DEVICES=${gpus[$((local_rank % ${#gpus[@]}))]}
     fi
   fi
+  # A multi-node job's start-up watch (below): the line reaches mpirun.sh's stderr filter, which keeps it back.
+  [ "${LA_START_MARK:-0}" = 1 ] && echo "[mpirun.sh] rank-started ${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-?}} $(hostname)" >&2
   exec "$@"
 fi
 
@@ -129,6 +133,13 @@ else
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$threads}
 
+grace=${LA_ABORT_GRACE:-10}
+[[ "$grace" =~ ^[0-9]+$ ]] || { echo "mpirun.sh: LA_ABORT_GRACE must be whole seconds (got '$grace')" >&2; exit 2; }
+start_limit=${LA_START_TIMEOUT:-60}
+[[ "$start_limit" =~ ^[0-9]+$ ]] || { echo "mpirun.sh: LA_START_TIMEOUT must be whole seconds (got '$start_limit')" >&2; exit 2; }
+watch=0
+if [ $multinode = 1 ] && { [ "$grace" -gt 0 ] || [ "$start_limit" -gt 0 ]; }; then watch=1; fi
+[ $watch = 1 ] && [ "$start_limit" -gt 0 ] && export LA_START_MARK=1
 envs=(-x OMP_NUM_THREADS -x PATH)
 [ -n "${LD_LIBRARY_PATH:-}" ] && envs+=(-x LD_LIBRARY_PATH)
 while IFS='=' read -r name _; do
@@ -148,18 +159,24 @@ cmd=("$MPIRUN" -np "$np" "${auto[@]}" "${envs[@]}" "${user_opts[@]}" "$SELF" --r
 # connection to it only gives up after the kernel's retransmission limit (net.ipv4.tcp_retries2: ~15 min). So on
 # multi-node jobs this script watches mpirun's stderr, and LA_ABORT_GRACE seconds (default 10; 0: never) after
 # a "[rank R] error" line or Open MPI's MPI_ABORT notice it ends a mpirun that is still waiting (exit 1).
-grace=${LA_ABORT_GRACE:-10}
-[[ "$grace" =~ ^[0-9]+$ ]] || { echo "mpirun.sh: LA_ABORT_GRACE must be whole seconds (got '$grace')" >&2; exit 2; }
+# Start-up: a node's daemon (orted) that dies before it reports to mpirun, e.g. when it cannot connect back, leaves
+# mpirun waiting for it forever, without a word (the remote shell that started it exited 0; Open MPI 4.1's
+# orte_startup_timeout does not cover it). So every rank announces itself (the rank-started line of --rank-exec,
+# before the binary loads anything; kept out of the output) and LA_START_TIMEOUT seconds (default 60; 0: never)
+# after the launch, a job whose ranks have not all started ends (exit 1), naming the ranks that did.
 flag=""
-if [ $multinode = 1 ] && [ "$grace" -gt 0 ]; then
-  flag=$(mktemp "${TMPDIR:-/tmp}/la-mpirun-abort.XXXXXX")
-  rm -f "$flag"
-  trap 'rm -f "$flag"' EXIT
+if [ $watch = 1 ]; then
+  flag=$(mktemp -d "${TMPDIR:-/tmp}/la-mpirun-watch.XXXXXX")
+  trap 'rm -rf "$flag"' EXIT
   # The filter ignores INT/TERM: it must outlive mpirun's last line (a dead reader would SIGPIPE mpirun).
   "${cmd[@]}" 2> >(trap '' INT TERM
                    while IFS= read -r line; do
+                     case "$line" in
+                       *"[mpirun.sh] rank-started "*)  # (also behind --tag-output's prefix)
+                         printf '%s\n' "${line#*\[mpirun.sh\] rank-started }" >> "$flag/started"; continue ;;
+                     esac
                      printf '%s\n' "$line" >&2
-                     case "$line" in *"] error: "*|*"MPI_ABORT was invoked"*) [ -e "$flag" ] || date +%s > "$flag" ;; esac
+                     case "$line" in *"] error: "*|*"MPI_ABORT was invoked"*) [ -e "$flag/failed" ] || date +%s > "$flag/failed" ;; esac
                    done) &
 else
   "${cmd[@]}" &
@@ -170,13 +187,30 @@ trap 'sig=15; kill -TERM "$child" 2>/dev/null' TERM
 trap 'sig=2; kill -INT "$child" 2>/dev/null' INT
 rc=0
 if [ -n "$flag" ]; then
+  t_launch=$(date +%s)
   while kill -0 "$child" 2>/dev/null; do
-    if [ -s "$flag" ] && [ $(( $(date +%s) - $(cat "$flag") )) -ge "$grace" ]; then
+    if [ "$grace" -gt 0 ] && [ -s "$flag/failed" ] && [ $(( $(date +%s) - $(cat "$flag/failed") )) -ge "$grace" ]; then
       echo "[mpirun.sh] the job failed ${grace} s ago (see the error above) but mpirun is still waiting, most likely" \
            "for a node it cannot reach: ending mpirun (its ranks there end when they lose contact)" >&2
       kill -TERM "$child" 2>/dev/null; sleep 2; kill -KILL "$child" 2>/dev/null
       wait "$child" 2>/dev/null
       exit 1
+    fi
+    if [ "$start_limit" -gt 0 ] && [ -n "$t_launch" ] && [ $(( $(date +%s) - t_launch )) -ge "$start_limit" ]; then
+      n=0; [ -f "$flag/started" ] && n=$(wc -l < "$flag/started")
+      if [ "$n" -ge "$np" ]; then
+        t_launch=""  # all started: nothing more to watch here
+      else
+        # (Open MPI starts no rank before every node's daemon has reported: then none has started.)
+        started=""
+        [ "$n" -gt 0 ] && started=$(sort -n "$flag/started" | awk '{printf "%s%s on %s", (NR > 1 ? ", " : ""), "rank " $1, $2}')
+        echo "[mpirun.sh] only $n of $np ranks started within ${start_limit} s (LA_START_TIMEOUT)${started:+: $started};" \
+             "mpirun is still waiting, most likely for a node whose Open MPI daemon died at start or cannot reach" \
+             "this node: ending mpirun" >&2
+        kill -TERM "$child" 2>/dev/null; sleep 2; kill -KILL "$child" 2>/dev/null
+        wait "$child" 2>/dev/null
+        exit 1
+      fi
     fi
     sleep 0.25
   done

@@ -62,12 +62,28 @@ elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv
 
 # mpi_hosts NP LOOKAHEAD-ARGS...: a job of NP ranks, one per host (A, B, C), mpirun on host A, through
 # launch/mpirun.sh (as a user would), TCP between the hosts only; killed after MH_TIMEOUT (120) s.
+# A job whose ranks did not all start within MH_START (20) s (launch/mpirun.sh's LA_START_TIMEOUT: an Open MPI
+# daemon died at start, before it reported to mpirun) is launched once more, noted at the end (MH_RETRY=0: not):
+# under load, on these namespace hosts, a host's daemon sometimes vanished without a word right after the
+# previous job on it was killed, and mpirun waited for it (the --resume after a pulled cable: once in CI; here
+# in 3 of 8 runs of the faults section with two busy processes beside it, in none of 10 without them).
 MPIOPTS=(--hostfile "$T/hostfile" --mca plm_rsh_agent "$HERE/ns-rsh" --mca plm_rsh_no_tree_spawn 1
          --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0)
 mpi_hosts() {
-  local np=$1; shift
-  LOOKAHEAD_BIN=$T/la-where LA_LAUNCH_QUIET=1 timeout "${MH_TIMEOUT:-120}" "$NS" run "$PFX" "$A" "$SRC/launch/mpirun.sh" -np "$np" \
-    "${MPIOPTS[@]}" -- "$@"
+  local np=$1 try rc err=$T/mh-err.$BASHPID; shift
+  for try in 1 2; do
+    LOOKAHEAD_BIN=$T/la-where LA_LAUNCH_QUIET=1 LA_START_TIMEOUT=${MH_START:-20} timeout "${MH_TIMEOUT:-120}" \
+      "$NS" run "$PFX" "$A" "$SRC/launch/mpirun.sh" -np "$np" "${MPIOPTS[@]}" -- "$@" 2>"$err"
+    rc=$?
+    if [ $rc != 0 ] && [ $try = 1 ] && [ "${MH_RETRY:-1}" = 1 ] && grep -q "ranks started within" "$err"; then
+      echo "note: a job's ranks did not all start, launched again: $(grep -m1 'ranks started within' "$err" | head -c 160)" >> "$T/notes"
+      rm -f "$T/where.log"
+      continue
+    fi
+    break
+  done
+  cat "$err" >&2; rm -f "$err"
+  return $rc
 }
 # Every rank notes where it runs (rank, hostname, network namespace) before it becomes lookahead, so the test
 # can check that rank i really ran on host i.
@@ -236,6 +252,22 @@ kill_rank0() {
 
 t_f=$(now)
 if want faults; then
+# An Open MPI daemon that dies at start without a word (ns-rsh's LA_NSRSH_LOSE: the remote shell exits 0 and
+# starts nothing on host C): mpirun alone would wait for it forever (and starts no rank until every daemon has
+# reported); launch/mpirun.sh ends the job once LA_START_TIMEOUT (here 6 s) has passed.
+t0=$(now)
+LA_NSRSH_LOSE=$C MH_START=6 MH_RETRY=0 MH_TIMEOUT=40 mpi_hosts 3 generate --model "$M" --prompt "Once" \
+  --max-new-tokens 4 --quiet --threads 1 --comm mpi --lp-size 3 >"$T/out" 2>"$T/err"
+rc=$?; secs=$(elapsed "$t0" "$(now)")
+msg=$(grep -m1 "ranks started within" "$T/err")
+echo "    a daemon lost at start on host $C: exit $rc after $secs s; $(head -c 220 <<<"$msg")"
+if [ $rc = 124 ]; then bad "a daemon lost at start: the job hung (killed after 40 s)"
+elif [ $rc = 0 ]; then bad "a daemon lost at start: the job exited 0"
+elif [[ "$msg" != *"only 0 of 3 ranks started within 6 s"* ]]; then
+  bad "a daemon lost at start: no message saying how many ranks started"; grep -v setpgid "$T/err" | sed 's/^/    /' | tail -n 8
+else ok "a daemon lost at start on host $C: ended in $secs s (exit $rc), message as above"; fi
+rm -f "$T/where.log"
+
 fault "cable of host $C pulled mid-job" "\"$NS\" cut \"$PFX\" \"$C\"" "rank\(s\) 2 on host $C"
 "$NS" mend "$PFX" "$C"; reap "$C"; sleep 0.5
 resume "cable of host $C pulled"
@@ -434,5 +466,6 @@ want slurm && slurm_section
 slurm_stop
 echo "(slurm: $(elapsed "$t_s" "$(now)") s)"
 
+[ -s "$T/notes" ] && cat "$T/notes"
 [ $fails = 0 ] && echo "PASS" || echo "$fails failure(s)"
 [ $fails = 0 ]
