@@ -186,15 +186,19 @@ sig=0
 trap 'sig=15; kill -TERM "$child" 2>/dev/null' TERM
 trap 'sig=2; kill -INT "$child" 2>/dev/null' INT
 rc=0
+# end_mpirun WHY...: the watch below gives up on a mpirun that is still waiting: says why, ends it, exits 1.
+end_mpirun() {
+  echo "[mpirun.sh] $*" >&2
+  kill -TERM "$child" 2>/dev/null; sleep 2; kill -KILL "$child" 2>/dev/null
+  wait "$child" 2>/dev/null
+  exit 1
+}
 if [ -n "$flag" ]; then
   t_launch=$(date +%s)
   while kill -0 "$child" 2>/dev/null; do
     if [ "$grace" -gt 0 ] && [ -s "$flag/failed" ] && [ $(( $(date +%s) - $(cat "$flag/failed") )) -ge "$grace" ]; then
-      echo "[mpirun.sh] the job failed ${grace} s ago (see the error above) but mpirun is still waiting, most likely" \
-           "for a node it cannot reach: ending mpirun (its ranks there end when they lose contact)" >&2
-      kill -TERM "$child" 2>/dev/null; sleep 2; kill -KILL "$child" 2>/dev/null
-      wait "$child" 2>/dev/null
-      exit 1
+      end_mpirun "the job failed ${grace} s ago (see the error above) but mpirun is still waiting, most likely" \
+                 "for a node it cannot reach: ending mpirun (its ranks there end when they lose contact)"
     fi
     if [ "$start_limit" -gt 0 ] && [ -n "$t_launch" ] && [ $(( $(date +%s) - t_launch )) -ge "$start_limit" ]; then
       n=0; [ -f "$flag/started" ] && n=$(wc -l < "$flag/started")
@@ -204,12 +208,9 @@ if [ -n "$flag" ]; then
         # (Open MPI starts no rank before every node's daemon has reported: then none has started.)
         started=""
         [ "$n" -gt 0 ] && started=$(sort -n "$flag/started" | awk '{printf "%s%s on %s", (NR > 1 ? ", " : ""), "rank " $1, $2}')
-        echo "[mpirun.sh] only $n of $np ranks started within ${start_limit} s (LA_START_TIMEOUT)${started:+: $started};" \
-             "mpirun is still waiting, most likely for a node whose Open MPI daemon died at start or cannot reach" \
-             "this node: ending mpirun" >&2
-        kill -TERM "$child" 2>/dev/null; sleep 2; kill -KILL "$child" 2>/dev/null
-        wait "$child" 2>/dev/null
-        exit 1
+        end_mpirun "only $n of $np ranks started within ${start_limit} s (LA_START_TIMEOUT)${started:+: $started};" \
+                   "mpirun is still waiting, most likely for a node whose Open MPI daemon died at start or cannot" \
+                   "reach this node: ending mpirun"
       fi
     fi
     sleep 0.25
