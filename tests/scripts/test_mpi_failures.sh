@@ -5,7 +5,7 @@
 #   3. rank 1 is killed with kill -9 in the middle of a generation        -> mpirun names rank 1
 #   4. rank 0 is killed with kill -9 in the middle of a generation        -> mpirun names rank 0
 #   5. rank 2 is stopped (SIGSTOP: alive but stuck), --rank-timeout 5     -> rank 0 names rank 2
-# Also a kill -9 through launch/mpirun.sh.
+# Also a kill -9 through launch/mpirun.sh, and its bad settings (LA_ABORT_GRACE, LA_START_TIMEOUT) refused by name.
 # labels: mpi
 # timeout: 600
 set -u
@@ -95,6 +95,18 @@ kill_mid_run "kill -9 rank 1 of 3 mid-run" 3 9 1 "rank 1"
 kill_mid_run "kill -9 rank 0 of 2 mid-run" 2 9 0 "rank 0"
 kill_mid_run "SIGSTOP rank 2 of 3 (stuck), --rank-timeout 5" 3 STOP 2 "rank\(s\) 2"
 kill_mid_run "kill -9 rank 1 of 2 under launch/mpirun.sh" 2 9 1 "rank 1" "$SRC/launch/mpirun.sh"
+
+# launch/mpirun.sh refuses a bad LA_ABORT_GRACE or LA_START_TIMEOUT before it starts anything: exit 2, named.
+for bad_env in "LA_ABORT_GRACE=-1" "LA_START_TIMEOUT=abc" "LA_START_TIMEOUT=1.5"; do
+  LOOKAHEAD_BIN=$BIN LA_LAUNCH_QUIET=1 env "$bad_env" timeout 30 "$SRC/launch/mpirun.sh" -np 2 generate --model "$M" \
+    --prompt Once --max-new-tokens 2 --quiet --comm mpi >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ $rc = 2 ] && grep -q "mpirun.sh: ${bad_env%%=*} must be whole seconds (got '${bad_env#*=}')" "$T/err"; then
+    echo "ok: launch/mpirun.sh with $bad_env: exit 2, $(head -c 120 "$T/err")"
+  else
+    echo "FAIL: launch/mpirun.sh with $bad_env: exit $rc, $(head -c 200 "$T/err")"; fails=$((fails + 1))
+  fi
+done
 
 [ $fails = 0 ] && echo "PASS" || echo "$fails failure(s)"
 [ $fails = 0 ]
