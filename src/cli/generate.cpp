@@ -195,6 +195,7 @@ int cmd_generate(int argc, char** argv) {
       BatchSetup bs;
       bs.opt.slots = batch;
       bs.opt.prefill_chunk = o.prefill_chunk;
+      bs.opt.draft_cap = o.draft_cap == "on";
       bs.opt.kv_rows = kv_budget_rows(o, m.model->config());
       bs.cost = adaptive.cost.get();
       if (adaptive.cost)

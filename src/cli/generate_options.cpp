@@ -75,6 +75,10 @@ void add_run_options(po::options_description& d, GenerateOptions& o) {
        "1: one request at a time")
       ("prefill-chunk", po::value(&o.prefill_chunk)->default_value(256),
        "--batch: prompt tokens a joining request feeds per step, between the other requests' decode steps")
+      ("draft-cap", po::value(&o.draft_cap)->default_value("on"),
+       "on | off: --batch with adaptive drafting: cap every request's draft budget each step at the cap (1, 2, 4 "
+       "tokens or none) whose steps returned the most tokens per second so far, measured per number of requests "
+       "decoding (off: each request's budget is its controller's choice alone)")
       ("kv-memory", po::value(&o.kv_memory),
        "--batch: KV cache bytes all requests in flight may reserve (suffix K, M or G; default: requests in "
        "flight x the context); a request that does not fit waits, one that never can is refused")
@@ -161,6 +165,8 @@ void check_batch(GenerateOptions& o) {
 
 void check_ranks(GenerateOptions& o) {
   LA_CHECK(o.rank_timeout_s >= 0, "--rank-timeout must be >= 0");
+  LA_CHECK(o.draft_cap == "on" || o.draft_cap == "off", "invalid --draft-cap '", o.draft_cap,
+           "' (expected on or off)");
   LA_CHECK(o.share_drafts == "on" || o.share_drafts == "off", "invalid --share-drafts '", o.share_drafts,
            "' (expected on or off)");
   if (o.lp_size == "auto") {

@@ -36,6 +36,7 @@ struct GenerateOptions {
   double collective_latency_us = 0;
   std::string batch = "auto";  // --batch N | auto: requests in flight (continuous batching)
   int prefill_chunk = 256;     // --prefill-chunk: prompt tokens a joining request feeds per step
+  std::string draft_cap = "on";  // --draft-cap on|off: the batch's draft cap (draft_cap.h)
   std::string kv_memory;       // --kv-memory BYTES[K|M|G]: the KV cache all requests in flight may hold
   int batch_size = 0;          // --batch as a number (0: auto), set by the checks
   int64_t kv_bytes = 0;        // --kv-memory in bytes (0: requests in flight x the context)

@@ -146,6 +146,10 @@ void write_stats_file(const RunReport& r) {
                   {"slot_steps", b.slot_steps},     {"max_in_flight", b.max_active},
                   {"forward_s", b.forward_s},       {"draft_gain_s", b.draft_gain_s},
                   {"draft_paid_s", b.draft_paid_s}};
+    // The batch's draft caps (draft_cap.h): steps run under each ("none": the strategy's largest budget).
+    for (size_t i = 0; i < b.caps.size(); ++i)
+      s["batch"]["draft_cap_steps"][i + 1 == b.caps.size() ? std::string("none") : std::to_string(b.caps[i])] =
+          b.cap_steps[i];
   }
   s["ranks"] = r.comm.size();
   // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).
@@ -212,6 +216,14 @@ void print_batch_summary(const std::string& tag, int batch, const BatchCounters&
   if (c.draft_paid_s > 0)
     l << "; drafting " << (c.draft_gain_s >= 0 ? "gained " : "lost ") << 100.0 * std::abs(c.draft_gain_s) / c.draft_paid_s
       << "% of the step time over batched plain steps (draft rows as measured)";
+  int64_t capped = 0;
+  for (int64_t n : c.cap_steps) capped += n;
+  if (capped > 0) {
+    l << "; draft cap (steps):";
+    for (size_t i = 0; i < c.caps.size(); ++i)
+      l << (i ? ", " : " ") << (i + 1 == c.caps.size() ? std::string("none") : std::to_string(c.caps[i])) << " "
+        << c.cap_steps[i];
+  }
   if (refused > 0) l << "; " << refused << " prompt(s) refused (--kv-memory)";
   std::cerr << l.str() + "\n";
 }

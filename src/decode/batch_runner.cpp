@@ -63,6 +63,11 @@ BatchRunner::BatchRunner(StepModel& model, Strategy& strategy, const ModelConfig
   max_step_rows_ = 2 + top + strategy.lookahead_nodes(top);
   if (opt_.kv_rows <= 0) opt_.kv_rows = int64_t(opt_.slots) * (cfg.max_positions + max_step_rows_);
   slots_.resize(opt_.slots);
+  if (cost_ && make_controller_ && opt_.slots >= 2 && opt_.draft_cap) {
+    cap_ = std::make_unique<DraftCap>(strategy.draft_ladder(), opt_.slots);
+    counters_.caps = cap_->caps();
+    counters_.cap_steps.assign(counters_.caps.size(), 0);
+  }
   items_.reserve(opt_.slots);
   staged_.reserve(opt_.slots);
   finished_.reserve(opt_.slots);
@@ -172,6 +177,7 @@ int BatchRunner::stage_plan(Slot& s, int i) {
 }
 
 void BatchRunner::step() {
+  const auto step0 = std::chrono::steady_clock::now();
   finished_.clear();
   items_.clear();
   staged_.clear();
@@ -193,13 +199,19 @@ void BatchRunner::step() {
   for (const auto& s : slots_)
     if (decodes(s.get())) later_rows += s->last_rows, all_tokens += s->last_tokens, ++deciding;
   int decoding = 0;
+  int choosing = 0;  // decoding slots whose controllers choose: the batch caps their budgets (draft_cap.h)
+  for (const auto& s : slots_)
+    if (decodes(s.get()) && s->controller) ++choosing;
+  const int cap = cap_ ? cap_->choose(choosing) : -1;
   for (int i = 0; i < slots(); ++i) {
     Slot* s = slots_[i].get();
     if (!decodes(s)) continue;
     later_rows -= s->last_rows;  // the slots after this one, at their last sizes
     // The rest of the step: rows staged so far (prompt chunks, the earlier slots' plans) and the later slots.
-    if (s->controller)
+    if (s->controller) {
+      s->controller->set_cap(cap);
       s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows, deciding - 1);
+    }
     s->runner->plan_step();
     s->last_rows = s->staged_rows = stage_plan(*s, i);
     counters_.draft_rows += s->runner->plan().size() - 1;
@@ -226,6 +238,7 @@ void BatchRunner::step() {
   ++counters_.steps;
   counters_.rows += rows;
   counters_.slot_steps += decoding;
+  int kept = 0;  // tokens the choosing slots kept
   for (int i : staged_) {
     Slot& s = *slots_[i];
     if (s.staged_prefill) {
@@ -242,7 +255,15 @@ void BatchRunner::step() {
     else s.exec->collect(s.exec->forward_out(), s.runner->results_buffer());
     if (s.controller && draft_rows > 0) s.controller->measured_extra(excess_per_row * (s.staged_rows - 1));
     s.last_tokens = s.runner->finish_step();
+    if (s.controller) kept += s.last_tokens;
     if (s.runner->done()) finished_.push_back(i);
+  }
+  if (cap >= 0) {
+    // Measured on the wall clock, the whole step (its planning and verification included); steps with prompt
+    // chunks are not compared (their rows are not the cap's doing).
+    if (chunk_rows == 0) cap_->observe(kept, std::chrono::duration<double>(std::chrono::steady_clock::now() - step0).count());
+    const auto at = std::find(counters_.caps.begin(), counters_.caps.end(), cap) - counters_.caps.begin();
+    ++counters_.cap_steps[static_cast<size_t>(at)];
   }
   counters_.draft_gain_s = ledger_.gain_s;
   counters_.draft_paid_s = ledger_.paid_s;

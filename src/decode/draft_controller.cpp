@@ -156,10 +156,10 @@ double DraftController::share(double step_s, double accepted) const {
 
 // The largest level that could pay and costs at most warmup_cost plain steps (0: none). In a batch, its extra
 // rows may cost at most (warmup_cost - 1) times this request's share of a plain step.
-int DraftController::warmup_level() const {
+int DraftController::warmup_level(int top) const {
   const double plain = step_cost(0, 0);
   const double cap = plain + (opt_.warmup_cost - 1) * share(plain, 0);
-  for (int l = model_.levels() - 1; l > 0; --l)
+  for (int l = top; l > 0; --l)
     if (could_pay(l) && step_cost(l, hint_ >= 0 ? nodes_at(l) : model_.ladder()[l]) <= cap) return l;
   return 0;
 }
@@ -177,11 +177,11 @@ int DraftController::probe_interval(int pick, int up) const {
 // The level with the best score among those whose loss if nothing were accepted fits `room` (the ledger's).
 // Over a plain step, a draft that costs more must win by min_gain (estimates are noisy; a plain step is the safe
 // default); among drafts, a larger one within prefer_larger wins.
-int DraftController::best_level(double room) const {
+int DraftController::best_level(double room, int top) const {
   int pick = 0;
   double best = score(0);
   const double plain_cost = step_cost(0, 0);
-  for (int l = 1; l < model_.levels(); ++l) {
+  for (int l = 1; l <= top; ++l) {
     if (worst_loss(l) > room) continue;
     const double sc = score(l);
     const bool costlier = step_cost(l, nodes_at(l)) > plain_cost * (1 + 1e-9);
@@ -230,12 +230,14 @@ int DraftController::choose(int context) {
   hint_ = s_.draft_size_hint();
   empty_ = hint_ == 0;
   if (empty_) hint_ = -1;
-  const int top = model_.levels() - 1;
+  const int all = model_.levels() - 1;
+  int top = all;  // the largest level the batch's cap allows
+  while (cap_ >= 0 && top > 0 && model_.ladder()[top] > cap_) --top;
   probe_ = false;
   int pick = 0;
   if (top > 0) {
     const double r = room();
-    int warm = counters_.steps < opt_.warmup_steps ? warmup_level() : 0;
+    int warm = counters_.steps < opt_.warmup_steps ? warmup_level(top) : 0;
     // A class's warm-up, with a size hint: its first warmup_steps drafts plan the whole draft (one step measures
     // every level below it), so a class of long chained matches is judged on long drafts from the start instead
     // of climbing one level per probe from the strategy-wide choice.
@@ -257,7 +259,7 @@ int DraftController::choose(int context) {
       if (class_warm) ++class_warm_[context_];
       ++counters_.warmup_steps;
     } else {
-      pick = best_level(r);
+      pick = best_level(r, top);
       // No probe above a plan that already holds the whole draft (a larger budget is the same plan).
       const int up = pick + 1;
       const bool whole = hint_ >= 0 && model_.ladder()[pick] >= hint_;
@@ -286,7 +288,7 @@ int DraftController::choose(int context) {
   // A budget at or above the size hint is the whole draft: reported as the largest budget (the same plan; the
   // statistics only learn the levels the plan held, see observe), so "drafts the whole draft" reads the same
   // whichever of the equal levels scored highest.
-  if (hint_ >= 0 && pick > 0 && model_.ladder()[pick] >= hint_) pick = top;
+  if (hint_ >= 0 && pick > 0 && model_.ladder()[pick] >= hint_) pick = all;
   plain_s_ = base_s();
   price_s_ = token_price();
   level_ = pick;

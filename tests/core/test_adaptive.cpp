@@ -234,6 +234,25 @@ TEST(DraftController, FlatCostDraftsTheLargestBudget) {
   EXPECT_EQ(c.counters().plain_steps, 0);
 }
 
+// The batch's cap (draft_cap.h) bounds every choice, the first steps' warm-ups and the probes included; lifted,
+// the controller drafts the largest budget again.
+TEST(DraftController, ABatchCapBoundsEveryChoiceWarmUpsAndProbesIncluded) {
+  ChainStrategy s(16);
+  StepCostModel cost(affine(1e-3, 0));
+  cost.freeze();
+  DraftController c(s, cost, no_host());
+  c.set_cap(2);
+  auto h = run(c, s, 200, 16);  // every draft token accepted: uncapped, the first step drafts 16
+  int64_t above = 0;
+  for (const auto& [b, n] : h)
+    if (b > 2) above += n;
+  EXPECT_EQ(above, 0);
+  EXPECT_GT(h[2], 190);
+  c.set_cap(-1);
+  run(c, s, 50, 16);
+  EXPECT_EQ(c.last_budget(), 16);
+}
+
 TEST(DraftController, SteepCostNeverDrafts) {
   ChainStrategy s(16);
   ForwardCostModel f(256);

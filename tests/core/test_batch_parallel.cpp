@@ -150,6 +150,9 @@ TEST_P(BatchParallel, EveryRequestEqualsDecodingItAlone) {
                                      << ", --batch " << slots << ", request " << i;
       EXPECT_GT(r.batch.max_active, 1) << "requests were never batched";
       EXPECT_GT(r.par.plan_nodes, static_cast<uint64_t>(r.batch.slot_steps)) << "no drafts";
+      int64_t capped = 0;  // adaptive: the batch's draft cap (draft_cap.h) chose the budgets' bound
+      for (int64_t n : r.batch.cap_steps) capped += n;
+      EXPECT_EQ(capped > 0, c.adaptive) << "draft cap steps: " << capped;
       if (!c.adaptive) {
         EXPECT_GT(r.par.part_nodes, r.par.plan_nodes + uint64_t(k - 1) * r.batch.slot_steps)
             << "the partition never gave a replica but the first a branch";

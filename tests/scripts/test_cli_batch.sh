@@ -3,7 +3,8 @@
 # decoding it alone (--batch 1) for every strategy, in bf16, sampled, with --batch auto (the choice printed), and
 # with prompts fed in small chunks; records carry every id once; the summary says how the step budget was spent; a
 # prompt that can never fit --kv-memory is refused by name while the others complete (non-zero exit), also at
-# --batch 1, and a budget below one KV row is an error; SIGTERM
+# --batch 1, and a budget below one KV row is an error; the batch's draft cap is reported (and off with
+# --draft-cap off); SIGTERM
 # mid-batch exits 143 with valid records and --resume completes exactly the uninterrupted records; bad values of
 # the new flags are one clear error each; records with their own generation settings (max_new_tokens, temperature,
 # top_k, top_p, seed) mixed in one batch each equal their own settings' run alone, and bad values name the line;
@@ -60,6 +61,23 @@ assert len(by) == 4 and by[0] == s["counters"], (len(by), by[:1], s["counters"])
 assert all("suffix_steps" in c for c in by), by
 assert sum(c["suffix_steps"] for c in by) > by[0]["suffix_steps"], [c["suffix_steps"] for c in by]
 PY
+# The batch's draft cap (draft_cap.h, on by default with adaptive drafting): the steps under each cap in the
+# summary and in the stats, as many as the forwards with two or more requests deciding; --draft-cap off: none, ids
+# unchanged.
+python3 - "$T/cnt.json" "$T/cnt.err" <<'PY' && ok "draft cap: steps per cap in the summary and the stats" \
+  || bad "draft cap steps missing or inconsistent"
+import json, re, sys
+b = json.load(open(sys.argv[1]))["batch"]; caps = b["draft_cap_steps"]
+assert list(caps)[-1] == "none" and sum(caps.values()) > 0, caps
+assert sum(caps.values()) <= b["forwards"], (caps, b)
+line = [l for l in open(sys.argv[2]) if "batch 4:" in l][0]
+m = re.search(r"draft cap \(steps\): (.*)$", line.strip())
+assert m and {k: int(v) for k, v in (x.split() for x in m.group(1).split(", "))} == caps, (line, caps)
+PY
+run nocap --batch 4 --draft-cap off --stats-json "$T/nocap.json" || bad "--draft-cap off failed"
+same nocap ar "--draft-cap off with --batch 4 equals plain decoding"
+grep -q "draft cap" "$T/nocap.err" && bad "--draft-cap off still capped: $(grep 'batch 4:' "$T/nocap.err")" \
+  || ok "--draft-cap off: no cap in the summary"
 # ... and the batched loop's own counters: what the summary line prints, the forwards' wall time within the run's.
 python3 - "$T/cnt.json" "$T/cnt.err" <<'PY' && ok "stats batch: forwards, rows and forward seconds as the summary line says" \
   || bad "stats batch object missing or inconsistent"
@@ -245,6 +263,7 @@ same cut ref "--resume after SIGTERM completes to the uninterrupted records"
 
 expect_error "--batch" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --batch 0
 expect_error "--batch" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --batch many
+expect_error "--draft-cap" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --draft-cap maybe
 expect_error "--prefill-chunk" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --prefill-chunk 0
 expect_error "--kv-memory" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --kv-memory 12X
 expect_error "--kv-memory" generate --model "$M" --input "$T/p.jsonl" --output "$T/x.jsonl" --overwrite --kv-memory -5

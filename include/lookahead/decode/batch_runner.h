@@ -20,7 +20,9 @@
 // tokens beat the marginal cost of its rows at the current batch size: generous with few requests in flight, lean
 // when the step is compute-bound, and the requests whose drafts are accepted get the rows. The slots' controllers
 // share one ledger (DraftLedger): what drafting may lose to batched plain decoding is bounded for the batch as a
-// whole, not once per slot.
+// whole, not once per slot. Above the controllers, the batch caps every request's budget (DraftCap, draft_cap.h):
+// the cap whose steps returned the most tokens per second, measured, so the step as a whole is not left to the
+// slots' best replies to each other.
 //
 // Under lookahead parallelism (`replicas`, a SlotExecutor: ParallelExecutor over K replicas) the slots live on the
 // replica group instead: every replica holds every slot's cache, each decoding slot's plan is split across the
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "lookahead/decode/cost_model.h"
+#include "lookahead/decode/draft_cap.h"
 #include "lookahead/decode/draft_controller.h"
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/step_runner.h"
@@ -52,6 +55,7 @@ struct BatchOptions {
   int slots = 1;            // --batch: requests in flight at most
   int prefill_chunk = 256;  // --prefill-chunk: prompt tokens a joining request feeds per step
   int64_t kv_rows = 0;      // KV cache rows all slots may reserve together (0: slots x the model's context)
+  bool draft_cap = true;    // --draft-cap: with adaptive drafting, the batch caps every request's budget (DraftCap)
 };
 
 // Budget use over the run (the summary's "budget" line).
@@ -65,6 +69,8 @@ struct BatchCounters {
   double forward_s = 0;      // wall seconds inside the batched forwards (under LP: rank 0's, collectives included)
   double draft_gain_s = 0;   // the slots' shared ledger (DraftLedger): drafting's gain over batched plain steps ...
   double draft_paid_s = 0;   // ... and all steps' predicted seconds (0, 0: no adaptive drafting)
+  std::vector<int> caps;               // the batch's draft caps (DraftCap; the last: none) ...
+  std::vector<int64_t> cap_steps;      // ... and the steps run under each (steps of one deciding request: none)
 };
 
 class BatchRunner {
@@ -121,6 +127,7 @@ class BatchRunner {
   std::function<std::unique_ptr<DraftController>(Strategy&)> make_controller_;
   SlotExecutor* replicas_ = nullptr;
   DraftLedger ledger_;     // shared by every slot's controller
+  std::unique_ptr<DraftCap> cap_;  // the batch's draft cap (adaptive drafting, --batch >= 2)
   int max_step_rows_ = 1;  // the largest step one request can stage
   std::vector<std::unique_ptr<Slot>> slots_;
   int active_ = 0;

@@ -153,6 +153,10 @@ class DraftController {
     chunk_rows_ = chunk_rows;
     other_slots_ = other_slots >= 0 ? other_slots : other_tokens;
   }
+  // A batch's cap on this request's draft (DraftCap, draft_cap.h): the coming choices, warm-ups and probes
+  // included, take budgets up to `budget` only (< 0: none). An offer within the cap is still reported as the
+  // whole draft.
+  void set_cap(int budget) { cap_ = budget; }
   // The slots of a batch share one ledger (`l` must outlive the controller); by default a controller has its own.
   void share_ledger(DraftLedger& l) { ledger_ = &l; }
   const DraftLedger& ledger() const { return *ledger_; }
@@ -201,9 +205,9 @@ class DraftController {
   double accepted_at(int level) const;  // one level's estimate (expected_accepted: the running max with a hint)  // draft nodes a plan at this level holds: the hint's, or the expected
   const AcceptanceModel& current() const;  // the statistics for the current context class
   double host(int level) const;
-  int warmup_level() const;
+  int warmup_level(int top) const;  // (top: the largest level the cap allows)
   int probe_interval(int pick, int up) const;
-  int best_level(double room) const;   // the best-scoring level whose worst loss fits room
+  int best_level(double room, int top) const;  // the best-scoring level up to top whose worst loss fits room
   double worst_loss(int level) const;  // its extra cost over a plain step if nothing is accepted
   double room() const;                 // the loss drafting may still risk (the ledger)
   double headroom() const;             // what an accepted one-row draft gains, over the token's price (0..1)
@@ -219,6 +223,7 @@ class DraftController {
   std::vector<double> host_s_;
   std::vector<uint8_t> host_seen_;
   int level_ = 0;
+  int cap_ = -1;  // set_cap()
   bool probe_ = false;
   double other_rows_ = 0, other_tokens_ = 0, chunk_rows_ = 0, other_slots_ = 0;  // set_batch()
   double token_price() const;  // a token's worth: a batched plain step of the decoding requests over its tokens
