@@ -148,8 +148,7 @@ void write_stats_file(const RunReport& r) {
                   {"draft_paid_s", b.draft_paid_s}};
     // The batch's draft caps (draft_cap.h): steps run under each ("none": the strategy's largest budget).
     for (size_t i = 0; i < b.caps.size(); ++i)
-      s["batch"]["draft_cap_steps"][i + 1 == b.caps.size() ? std::string("none") : std::to_string(b.caps[i])] =
-          b.cap_steps[i];
+      s["batch"]["draft_cap_steps"][b.cap_labels[i]] = b.cap_steps[i];
   }
   s["ranks"] = r.comm.size();
   // Which communicator served the run and whether MPI_Init ever ran (a hand-started process must not need MPI).
@@ -221,8 +220,7 @@ void print_batch_summary(const std::string& tag, int batch, const BatchCounters&
   if (capped > 0) {
     l << "; draft cap (steps):";
     for (size_t i = 0; i < c.caps.size(); ++i)
-      l << (i ? ", " : " ") << (i + 1 == c.caps.size() ? std::string("none") : std::to_string(c.caps[i])) << " "
-        << c.cap_steps[i];
+      l << (i ? ", " : " ") << c.cap_labels[i] << " " << c.cap_steps[i];
   }
   if (refused > 0) l << "; " << refused << " prompt(s) refused (--kv-memory)";
   std::cerr << l.str() + "\n";

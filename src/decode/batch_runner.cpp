@@ -66,6 +66,7 @@ BatchRunner::BatchRunner(StepModel& model, Strategy& strategy, const ModelConfig
   if (cost_ && make_controller_ && opt_.slots >= 2 && opt_.draft_cap) {
     cap_ = std::make_unique<DraftCap>(strategy.draft_ladder(), opt_.slots);
     counters_.caps = cap_->caps();
+    for (size_t a = 0; a < counters_.caps.size(); ++a) counters_.cap_labels.push_back(cap_->label(a));
     counters_.cap_steps.assign(counters_.caps.size(), 0);
   }
   items_.reserve(opt_.slots);
@@ -209,7 +210,7 @@ void BatchRunner::step() {
     later_rows -= s->last_rows;  // the slots after this one, at their last sizes
     // The rest of the step: rows staged so far (prompt chunks, the earlier slots' plans) and the later slots.
     if (s->controller) {
-      s->controller->set_cap(cap);
+      s->controller->set_cap(cap, cap_ && cap_->exact(cap));
       s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows, deciding - 1);
     }
     s->runner->plan_step();

@@ -22,6 +22,13 @@ DraftCap::DraftCap(const std::vector<int>& ladder, int max_deciding, DraftCapOpt
   steps_.assign(caps_.size(), 0);
 }
 
+std::string DraftCap::label(size_t arm) const {
+  if (arm + 1 == caps_.size()) return "none";
+  std::string s = std::to_string(caps_[arm]);
+  if (exact(caps_[arm])) s.insert(s.begin(), '=');
+  return s;
+}
+
 double DraftCap::rate(int deciding, int arm) const {
   const Arm& a = at(deciding, arm);
   return a.seconds > 0 ? a.tokens / a.seconds : 0.0;

@@ -235,7 +235,11 @@ int DraftController::choose(int context) {
   while (cap_ >= 0 && top > 0 && model_.ladder()[top] > cap_) --top;
   probe_ = false;
   int pick = 0;
-  if (top > 0) {
+  if (top > 0 && exact_) {
+    // The batch's exact cap: the cap, if the ledger can risk it (the bound on what drafting loses holds).
+    pick = worst_loss(top) <= room() ? top : best_level(room(), top);
+    if (pick < top) ++counters_.explore_held;
+  } else if (top > 0) {
     const double r = room();
     int warm = counters_.steps < opt_.warmup_steps ? warmup_level(top) : 0;
     // A class's warm-up, with a size hint: its first warmup_steps drafts plan the whole draft (one step measures

@@ -253,6 +253,31 @@ TEST(DraftController, ABatchCapBoundsEveryChoiceWarmUpsAndProbesIncluded) {
   EXPECT_EQ(c.last_budget(), 16);
 }
 
+// An exact cap (DraftCap: every deciding request drafts the cap) is the choice even where the controller's own
+// scores say plain (nothing accepted), but not past the ledger: a draft whose worst loss the room cannot hold runs
+// plain, so drafting's bound on what it loses holds under an exact cap too.
+TEST(DraftController, AnExactBatchCapIsTheChoiceWhileTheLedgerCanRiskIt) {
+  ChainStrategy s(16);
+  StepCostModel cheap(affine(1e-3, 1e-5));  // a draft row costs 1% of a plain step
+  cheap.freeze();
+  DraftController c(s, cheap, no_host());
+  c.set_cap(1, true);
+  auto h = run(c, s, 50, 0);  // nothing accepted: the controller alone would run plain steps
+  EXPECT_EQ(h[1], 50) << "plain " << h[0];
+  EXPECT_EQ(c.counters().warmup_steps + c.counters().probe_steps, 0);
+  DraftController free(s, cheap, no_host());
+  free.set_cap(1);
+  EXPECT_GT(run(free, s, 50, 0)[0], 40);
+  StepCostModel steep(affine(1e-3, 1e-3));  // a draft row costs a whole plain step
+  steep.freeze();
+  DraftController d(s, steep, no_host());
+  d.set_cap(1, true);
+  auto g = run(d, s, 50, 0);
+  EXPECT_LE(g[1], 5) << "the ledger's room: two plain steps (4 ms) for drafts that lose 1 ms each";
+  EXPECT_GE(g[0], 45);
+  EXPECT_GT(d.counters().explore_held + d.counters().dormant_steps, 0);
+}
+
 TEST(DraftController, SteepCostNeverDrafts) {
   ChainStrategy s(16);
   ForwardCostModel f(256);

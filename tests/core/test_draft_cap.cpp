@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
 #include <vector>
 
 #include "lookahead/decode/draft_cap.h"
@@ -94,6 +95,27 @@ TEST(DraftCap, ALoneRequestIsNeverCappedNorIsAStrategyWithoutDrafts) {
   DraftCap small({0, 1, 2}, 4);  // caps below the ladder's top only
   EXPECT_EQ(small.caps(), (std::vector<int>{1, 2}));
   EXPECT_THROW(DraftCap(kLadder, 4, DraftCapOptions{0, 96, 1.0 / 256}), Error);
+}
+
+// The smallest cap is exact (every deciding request drafts it: DraftController::set_cap's `exact`), the others
+// bound the controllers' choices; the names in the reports say which.
+TEST(DraftCap, TheOneTokenCapIsExactAndNamedSo) {
+  DraftCap d(kLadder, 4);
+  EXPECT_EQ(d.caps(), (std::vector<int>{1, 2, 4, 16}));
+  EXPECT_TRUE(d.exact(1));
+  EXPECT_FALSE(d.exact(2));
+  EXPECT_FALSE(d.exact(16));
+  EXPECT_FALSE(d.exact(-1));
+  std::vector<std::string> names;
+  for (size_t a = 0; a < d.caps().size(); ++a) names.push_back(d.label(a));
+  EXPECT_EQ(names, (std::vector<std::string>{"=1", "2", "4", "none"}));
+  DraftCapOptions o;
+  o.exact_upto = 0;
+  DraftCap bound(kLadder, 4, o);
+  EXPECT_FALSE(bound.exact(1));
+  EXPECT_EQ(bound.label(0), "1");
+  DraftCap one({0, 1}, 4);  // a ladder whose top is 1: no cap below it, the top is never exact
+  EXPECT_TRUE(one.caps().size() == 1 && !one.exact(1));
 }
 
 }  // namespace

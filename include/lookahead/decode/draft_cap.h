@@ -11,8 +11,11 @@
 // one does not trust the estimates: it measures. Steps of D deciding requests (D >= 2) run under a few caps in
 // turn (1, 2, 4 draft tokens and no cap), each cap's tokens per second is kept (decayed sums, per D), and the
 // best cap runs (a smaller one only when it is `margin` better), with a short window on another cap every
-// `explore_every` steps (a cap far below the best less often). The controllers still choose
-// within the cap (a plain step, sleeping), so a cap only ever removes rows.
+// `explore_every` steps (a cap far below the best less often). Under caps 2 and 4 the controllers still choose
+// within the cap (a plain step, sleeping), so those caps only remove rows. The cap of 1 is exact: every deciding
+// request drafts one token where its strategy has one (DraftController::set_cap), while the shared ledger can risk
+// it. Under a bound of 1 the controllers skipped one-token drafts that fixed one-token drafting took (the first
+// extra row looks dear to each slot alone; docs/drafting.md: 1.04x the bounded cap on GSM8K x 32 at --batch 4).
 //
 // What it compares (BatchRunner::step): the tokens the step's deciding requests kept, over the step's wall time
 // (planning, forward and verification: what the job pays). Steps with prompt chunks are left out (their rows
@@ -25,6 +28,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace la {
@@ -35,6 +39,7 @@ struct DraftCapOptions {
   double decay = 1.0 / 256;   // weight a cap's statistics lose per step run under it
   double margin = 0.03;       // a smaller cap runs only when it beats the larger by this share (noise: rows cost)
   double far = 0.2;           // a cap this share below the best is tried again only every 4 x explore_every steps
+  int exact_upto = 1;         // caps up to this budget are exact: every deciding request drafts min(cap, its draft)
 };
 
 class DraftCap {
@@ -47,6 +52,10 @@ class DraftCap {
   // The step chosen last ran: its deciding requests kept `tokens` in `seconds`.
   void observe(double tokens, double seconds);
   const std::vector<int>& caps() const { return caps_; }
+  // Whether a cap is exact (DraftCapOptions::exact_upto, see the header) and its name in reports: "=1" (exact),
+  // "2" (at most), "none" (the strategy's largest budget).
+  bool exact(int cap) const { return cap > 0 && cap <= opt_.exact_upto && cap != caps_.back(); }
+  std::string label(size_t arm) const;
   int64_t steps_at(int arm) const { return steps_[arm]; }  // steps run under caps()[arm]
   double rate(int deciding, int arm) const;                 // its tokens per second (0: never run)
 

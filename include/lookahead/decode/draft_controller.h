@@ -155,8 +155,12 @@ class DraftController {
   }
   // A batch's cap on this request's draft (DraftCap, draft_cap.h): the coming choices, warm-ups and probes
   // included, take budgets up to `budget` only (< 0: none). An offer within the cap is still reported as the
-  // whole draft.
-  void set_cap(int budget) { cap_ = budget; }
+  // whole draft. `exact`: the choice is the cap itself (no warm-up, probe or score), when the ledger can risk it;
+  // the batch measured that every request drafting it pays (a best reply per slot can miss it, draft_cap.h).
+  void set_cap(int budget, bool exact = false) {
+    cap_ = budget;
+    exact_ = exact && budget > 0;
+  }
   // The slots of a batch share one ledger (`l` must outlive the controller); by default a controller has its own.
   void share_ledger(DraftLedger& l) { ledger_ = &l; }
   const DraftLedger& ledger() const { return *ledger_; }
@@ -223,7 +227,8 @@ class DraftController {
   std::vector<double> host_s_;
   std::vector<uint8_t> host_seen_;
   int level_ = 0;
-  int cap_ = -1;  // set_cap()
+  int cap_ = -1;        // set_cap()
+  bool exact_ = false;  // set_cap(): the cap is the choice
   bool probe_ = false;
   double other_rows_ = 0, other_tokens_ = 0, chunk_rows_ = 0, other_slots_ = 0;  // set_batch()
   double token_price() const;  // a token's worth: a batched plain step of the decoding requests over its tokens
