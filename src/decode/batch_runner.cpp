@@ -102,6 +102,10 @@ BatchRunner::Slot& BatchRunner::open_slot(int i) {
     ex = s->exec.get();
   }
   s->runner = std::make_unique<StepRunner>(*ex, *s->strategy, cfg_);
+  // Every buffer of a step sized for the largest once: a slot's plans grow when the batch's cap or its controller
+  // first lets it draft more, at a step the wall clock chooses (the input adds the pending chain: up to a step).
+  s->runner->reserve_step(max_step_rows_);
+  if (s->exec) s->exec->reserve_step(std::max(2 * max_step_rows_, opt_.prefill_chunk));
   if (make_controller_) {
     s->controller = make_controller_(*s->strategy);
     if (s->controller) s->controller->share_ledger(ledger_);

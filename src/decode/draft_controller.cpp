@@ -45,6 +45,14 @@ DraftController::DraftController(Strategy& strategy, StepCostModel& cost, Adapti
   host_s_.assign(model_.levels(), 0.0);
   host_seen_.assign(model_.levels(), 0);
   for (int b : model_.ladder()) counters_.budget_hist[b] = 0;  // every level's node now: choosing allocates nothing
+  // observe()'s scratch for the largest plan (root, draft, lookahead nodes): no step allocates when a plan first
+  // grows (a batch's cap changes budgets mid-request).
+  const int top = model_.ladder().back();
+  const size_t plan = static_cast<size_t>(2 + top + strategy.lookahead_nodes(top));
+  rank_.reserve(plan);
+  path_ranks_.reserve(plan);
+  acc_.reserve(model_.ladder().size());
+  nodes_.reserve(model_.ladder().size());
 }
 
 double DraftController::host(int level) const {

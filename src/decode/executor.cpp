@@ -48,6 +48,15 @@ const StepInput& LocalExecutor::stage(const std::vector<int32_t>& seq, const Ste
   return in_;
 }
 
+void LocalExecutor::reserve_step(int rows) {
+  const size_t n = static_cast<size_t>(std::max(rows, 1));
+  in_.tokens.reserve(n);
+  in_.positions.reserve(n);
+  in_.parents.reserve(n);
+  out_.reserve(n);
+  idx_.reserve(n);
+}
+
 void LocalExecutor::collect(const std::vector<int32_t>& out, std::vector<int32_t>& results) const {
   results.resize(plan_nodes_);
   for (int i = 0; i < plan_nodes_; ++i) results[i] = out[pending_ - 1 + i];

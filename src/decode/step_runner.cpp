@@ -42,6 +42,15 @@ void StepRunner::begin(const std::vector<int32_t>& prompt, const SampleParams& s
   stats_.prefill_s = prefill_s;
 }
 
+void StepRunner::reserve_step(int nodes) {
+  const size_t n = static_cast<size_t>(std::max(nodes, 1));
+  plan_.reserve(nodes);
+  results_.reserve(n);
+  verdict_.path.reserve(n);
+  verdict_.tokens.reserve(n + 1);
+  path_.reserve(n);
+}
+
 void StepRunner::begin_state(const std::vector<int32_t>& prompt, const StepLimits& limits) {
   LA_CHECK(!prompt.empty(), "empty prompt (no tokens, not even BOS)");
   limits_ = limits;

@@ -49,7 +49,14 @@ class TrieStrategy : public Strategy {
 
   TrieStrategy(const TrieOptions& o, std::shared_ptr<Shared> sh)
       : opt_(o), mode_(parse_trie_mode(o.mode)), sh_(std::move(sh)), trie_(sh_->trie), state_(sh_->state),
-        loaded_nodes_(sh_->loaded_nodes), next_request_(sh_->next_request) {}
+        loaded_nodes_(sh_->loaded_nodes), next_request_(sh_->next_request) {
+    // Every budget up to decoding_length plans without allocating (the batch's cap and the controllers choose
+    // budgets mid-request): the draft and the trie's retrieval scratch are sized for the largest once.
+    const int most = std::max(0, opt_.decoding_length);
+    draft_.tokens.reserve(static_cast<size_t>(most));
+    draft_.parents.reserve(static_cast<size_t>(most));
+    trie_.reserve_retrieval(most);
+  }
 
   std::string name() const override { return trie_strategy_info().name; }
   std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<TrieStrategy>(opt_, sh_); }

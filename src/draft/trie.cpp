@@ -284,6 +284,18 @@ void TokenTrie::prune_to(size_t target) {
 // ---------------------------------------------------------------------------------------------------------------
 // Retrieval.
 
+void TokenTrie::reserve_retrieval(int decoding_length) const {
+  const size_t L = static_cast<size_t>(std::max(decoding_length, 0));
+  const size_t cands = std::min<size_t>(params_.capacity + 1, 4096);
+  heap_.reserve(cands);
+  kids_.reserve(cands);
+  tree_.tokens.reserve(L);
+  tree_.parents.reserve(L);
+  out_first_child_.reserve(L);
+  out_next_sibling_.reserve(L);
+  out_depth_.reserve(static_cast<size_t>(std::max(params_.branch_length, 1)));
+}
+
 void TokenTrie::retrieve(const int32_t* ctx, size_t n, int decoding_length, int max_depth, TrieMode mode,
                          TrieDraft& out) const {
   out.clear();

@@ -87,6 +87,9 @@ class LocalExecutor : public StepExecutor {
   const StepInput& stage(const std::vector<int32_t>& seq, const StepPlan& plan);
   void collect(const std::vector<int32_t>& out, std::vector<int32_t>& results) const;
   const SampleParams& sample_params() const { return sp_; }
+  // Sizes the step's input, results and commit buffers for steps of up to `rows` rows once (no step allocates
+  // when the request first drafts larger).
+  void reserve_step(int rows);
   const StepInput& staged_input() const { return in_; }  // the last stage / stage_prefill
   std::vector<int32_t>& forward_out() { return out_; }  // a buffer for the batch's results of this replica
   // Number of step tokens of the last forward (pending chain + plan nodes).

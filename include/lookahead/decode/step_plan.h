@@ -6,6 +6,7 @@
 // Jacobi window) are computed for their outputs but never accepted; a draft node's parent is the root or a draft
 // node.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +19,11 @@ struct StepPlan {
 
   void clear() { tokens.clear(); parents.clear(); draft.clear(); }
   void reset(int32_t root) { clear(); add(root, -1, true); }
+  void reserve(int nodes) {
+    tokens.reserve(static_cast<std::size_t>(nodes));
+    parents.reserve(static_cast<std::size_t>(nodes));
+    draft.reserve(static_cast<std::size_t>(nodes));
+  }
   int32_t add(int32_t token, int32_t parent, bool is_draft) {
     tokens.push_back(token);
     parents.push_back(parent);

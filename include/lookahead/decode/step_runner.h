@@ -78,6 +78,9 @@ class StepRunner {
   void begin_state(const std::vector<int32_t>& prompt, const StepLimits& limits);
   void plan_step();
   int finish_step();
+  // Sizes the step's buffers (plan, results, verdict) for plans of up to `nodes` nodes once, so that no step
+  // allocates when the request first drafts larger (a batch's cap changes budgets mid-request).
+  void reserve_step(int nodes);
   std::vector<int32_t>& results_buffer() { return results_; }
   // The request ends: strategy.end_request(seq()) and executor.end().
   void end();

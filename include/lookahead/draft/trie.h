@@ -107,6 +107,11 @@ class TokenTrie {
                 TrieDraft& out) const {
     retrieve(ctx.data(), ctx.size(), decoding_length, max_depth, mode, out);
   }
+  // Sizes the retrieval scratch for drafts of up to `decoding_length` nodes once, so that no step allocates when
+  // a slot first drafts larger (a batch's draft cap and the controllers change budgets mid-request). The candidate
+  // heap holds each trie node at most once per query (so at most capacity + 1); it is reserved up to 4096, beyond
+  // which it grows with the trie, as the trie's own nodes do.
+  void reserve_retrieval(int decoding_length) const;
 
   void save(const std::string& path) const;
   void load(const std::string& path);
