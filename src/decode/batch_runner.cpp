@@ -201,12 +201,15 @@ void BatchRunner::step() {
   // The decoding slots' last step sizes and yields: what each controller takes the rest of the step to be.
   auto decodes = [](const Slot* s) { return s && s->busy && !s->staged_prefill && !s->runner->done(); };
   int later_rows = 0, all_tokens = 0, deciding = 0;
-  for (const auto& s : slots_)
-    if (decodes(s.get())) later_rows += s->last_rows, all_tokens += s->last_tokens, ++deciding;
-  int decoding = 0;
   int choosing = 0;  // decoding slots whose controllers choose: the batch caps their budgets (draft_cap.h)
-  for (const auto& s : slots_)
-    if (decodes(s.get()) && s->controller) ++choosing;
+  for (const auto& s : slots_) {
+    if (!decodes(s.get())) continue;
+    later_rows += s->last_rows;
+    all_tokens += s->last_tokens;
+    ++deciding;
+    if (s->controller) ++choosing;
+  }
+  int decoding = 0;
   const int cap = cap_ ? cap_->choose(choosing) : -1;
   for (int i = 0; i < slots(); ++i) {
     Slot* s = slots_[i].get();
