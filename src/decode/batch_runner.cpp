@@ -69,6 +69,7 @@ BatchRunner::BatchRunner(StepModel& model, Strategy& strategy, const ModelConfig
     for (size_t a = 0; a < counters_.caps.size(); ++a) counters_.cap_labels.push_back(cap_->label(a));
     counters_.cap_steps.assign(counters_.caps.size(), 0);
   }
+  if (replicas_) replicas_->reserve_steps(opt_.slots, max_step_rows_);
   items_.reserve(opt_.slots);
   staged_.reserve(opt_.slots);
   finished_.reserve(opt_.slots);

@@ -123,7 +123,7 @@ class CommGroup : public ReplicaGroup {
 
   void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies) override {
     LA_CHECK(own_slots_ != nullptr, "comm group: a batched step before any slot began");
-    replies.resize(work.size() * k_);
+    if (replies.size() < work.size() * k_) replies.resize(work.size() * k_);
     times_ = {};
     const int32_t no = next_no(protocol::kBatch);
     protocol::encode_batch_head(msg_, no, queued_ + static_cast<int>(work.size()));

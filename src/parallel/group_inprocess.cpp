@@ -122,7 +122,7 @@ void InProcessGroup::slot_end(int slot) {
 void InProcessGroup::run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies) {
   const int k = size();
   LA_CHECK(static_cast<int>(slot_reps_.size()) == k, "in-process group: a batched step before any slot began");
-  replies.resize(work.size() * k);
+  if (replies.size() < work.size() * k) replies.resize(work.size() * k);
   double sum = 0, mx = 0;
   for (int r = 0; r < k; ++r) {
     SlotReplica& rep = *slot_reps_[r];

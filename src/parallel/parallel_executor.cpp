@@ -181,10 +181,31 @@ void ParallelExecutor::begin_slot(int slot, const std::vector<int32_t>& prompt, 
   group_.slot_begin(slot, prompt, sp, rows);
   s.busy = true;
   s.cache_len.assign(k_, 0);  // the prompt is fed by chunks or as the first step's pending chain
+  if (reserved_nodes_ > 0 && s.parts.size() < static_cast<size_t>(k_)) {
+    s.parts.resize(k_);
+    for (PlanPart& p : s.parts) {
+      p.plan.reserve(reserved_nodes_);
+      p.global.reserve(static_cast<size_t>(reserved_nodes_));
+    }
+    s.merged.reserve(static_cast<size_t>(reserved_nodes_));
+  }
   s.have_run = false;
   s.chunk = 0;
   s.steps = 0;
   s.request = static_cast<int64_t>(++counters_.requests);
+}
+
+void ParallelExecutor::reserve_steps(int slots, int plan_nodes) {
+  reserved_nodes_ = std::max(reserved_nodes_, plan_nodes);
+  const size_t n = static_cast<size_t>(std::max(plan_nodes, 1));
+  partitioner_.reserve(plan_nodes, k_);
+  const size_t replies = static_cast<size_t>(std::max(slots, 1)) * k_;
+  if (slot_replies_.size() < replies) slot_replies_.resize(replies);
+  for (PartReply& r : slot_replies_) r.results.reserve(n);
+  per_.resize(k_);
+  for (auto& v : per_) v.reserve(n);
+  owner_.reserve(n);
+  work_.reserve(static_cast<size_t>(std::max(slots, 1)));
 }
 
 int ParallelExecutor::prefill_left(int slot, const std::vector<int32_t>& seq) const {
@@ -221,7 +242,7 @@ void ParallelExecutor::run_staged() {
   const auto t0 = Clock::now();
   LA_CHECK(!work_.empty(), "parallel executor: a batched step with nothing staged");
   group_.run_slots(work_, slot_replies_);
-  LA_CHECK(slot_replies_.size() == work_.size() * k_, "parallel executor: ", slot_replies_.size(), " replies for ",
+  LA_CHECK(slot_replies_.size() >= work_.size() * k_, "parallel executor: ", slot_replies_.size(), " replies for ",
            work_.size(), " items on ", k_, " ranks");
   const GroupTimes gt = group_.last_times();
   double mx = 0, sum = 0;

@@ -240,6 +240,25 @@ void Partitioner::extract_part(const StepPlan& plan, const uint8_t* member, Plan
   }
 }
 
+void Partitioner::Loads::reserve(size_t nodes, size_t k) {
+  own.reserve(nodes);
+  load.reserve(k);
+  anc_begin.reserve(nodes + 1);
+  anc.reserve(nodes * std::min<size_t>(nodes, 64));
+  cnt.reserve(k * nodes);
+}
+
+void Partitioner::reserve(int nodes, int k) {
+  const size_t n = static_cast<size_t>(std::max(nodes, 1)), kk = static_cast<size_t>(std::max(k, 1));
+  for (auto* v : {&child_begin_, &child_list_, &fill_, &subtree_, &depth_, &units_, &last_units_, &order_, &where_,
+                  &pre_, &stack_, &local_})
+    v->reserve(n + 1);
+  member_.reserve(kk * n);
+  best_member_.reserve(kk * n);
+  L_.reserve(n, kk);
+  trial_.reserve(n, kk);
+}
+
 void Partitioner::split(const StepPlan& plan, int k, const std::vector<int>& base_load, std::vector<PlanPart>& parts) {
   LA_CHECK(k >= 1, "partition: k = ", k, " (must be at least 1)");
   LA_CHECK(static_cast<int>(base_load.size()) == k, "partition: ", base_load.size(), " base loads for ", k,

@@ -1,6 +1,7 @@
 // SlotReplica: one replica's batch slots, staged and run as one forward (slot_replica.h).
 #include "lookahead/parallel/slot_replica.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "lookahead/util/clock.h"
@@ -50,6 +51,13 @@ void SlotReplica::begin(int slot, const std::vector<int32_t>& prompt, const Samp
   LA_CHECK(!s.busy, "protocol error: slot ", slot, " begins a request while it holds one");
   s.exec->begin_deferred(prompt, sp);
   s.model->reserve_cache(rows);
+  // A step's buffers sized once for the slot's rows (no step holds more): the input, the output, and a result
+  // buffer per item for as many items as slots (results travel between items and the group's replies).
+  s.exec->reserve_step(rows);
+  max_rows_ = std::max(max_rows_, rows);
+  if (items_.size() < slots_.size()) items_.resize(slots_.size());
+  for (Item& it : items_) it.results.reserve(static_cast<size_t>(max_rows_));
+  batch_.reserve(slots_.size());
   s.busy = true;
   s.staged = false;
 }

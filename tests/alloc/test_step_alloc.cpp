@@ -195,10 +195,11 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
       // slot first plans a larger draft follows the timings; every buffer a step fills (plan, input, results,
       // verdict, the controller's scratch, the trie's retrieval) is sized for the largest plan when the slot
       // opens, so that step allocates nothing either (the CI run of 8258f2a saw 26 allocations of such first
-      // growth inside the counted steps, before they were). Not yet over a replica group: its partitioner, parts,
-      // replicas' inputs and merge still grow on first need (87 allocations at a trie slot's first larger plan
-      // in one of 6 runs), so those cases run without the cap, their choices fixed by the frozen costs.
-      bo.draft_cap = !lp;
+      // growth inside the counted steps, before they were). Over a replica group too: the partitioner, the parts,
+      // the replies and merge (reserve_steps) and each replica's step buffers (begin_slot); before them, 87
+      // allocations at a trie slot's first larger plan in 1 of 6 runs (AReplicaGroupsFirstLargestPlan... below
+      // checks it deterministically).
+      bo.draft_cap = true;
       std::function<std::unique_ptr<la::DraftController>(la::Strategy&)> make;
       if (adaptive) make = [&cost, ao](la::Strategy& st) { return std::make_unique<la::DraftController>(st, cost, ao); };
       la::InProcessGroup group(m, 2);
@@ -236,12 +237,64 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
         EXPECT_EQ(drafted, 4) << label << ": the requests must draft for this test to mean anything";
         int64_t capped = 0;
         for (int64_t n : br.counters().cap_steps) capped += n;
-        EXPECT_EQ(capped > 0, adaptive && !lp) << label << ": the batch's draft cap must run with adaptive drafting";
+        EXPECT_EQ(capped > 0, adaptive) << label << ": the batch's draft cap must run with adaptive drafting";
         EXPECT_EQ(allocs, 0) << label << " round " << round << ": " << allocs << " allocations in " << counted
                              << " batched steps";
         std::printf("batched %s, round %d: %ld allocations in %d steps\n", label.c_str(), round, allocs, counted);
       }
     }
+}
+
+// Over a replica group (lookahead parallelism, in process), the first step whose plans are the largest the batch
+// was sized for allocates nothing: reserve_steps() sized the partitioner, every slot's parts and merge, the
+// replies, and begin_slot each replica's step buffers (a batch's draft cap lets a slot first draft larger at a
+// step the wall clock chooses). Without the reservation this step allocates (checked: the test fails).
+TEST(StepAllocations, AReplicaGroupsFirstLargestPlanAllocatesNothing) {
+  const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
+  la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
+  bool paused = false;
+  m.set_scope([&](bool in_forward) {
+    if (in_forward) { paused = g_counting; g_counting = false; }
+    else g_counting = paused;
+  });
+  la::InProcessGroup group(m, 2);
+  la::ParallelExecutor par(group);
+  constexpr int kNodes = 41;  // root + 4 branches of 10
+  par.reserve_steps(2, kNodes);
+  std::vector<V> seqs(2);
+  for (int slot = 0; slot < 2; ++slot) {
+    seqs[slot] = {1};
+    for (int i = 0; i < 2 + slot; ++i) seqs[slot].insert(seqs[slot].end(), cycle.begin(), cycle.end());
+    par.begin_slot(slot, seqs[slot], la::SampleParams{}, 256);
+    par.stage_chunk(slot, seqs[slot], 64);
+  }
+  par.run_staged();
+  la::StepPlan plan;  // the caller's buffers, sized here (the step runner's are by reserve_step)
+  plan.reserve(kNodes);
+  V results, root{0};
+  results.reserve(kNodes);
+  for (auto& q : seqs) q.reserve(q.size() + 8);
+  auto step = [&](int branches) {
+    for (int slot = 0; slot < 2; ++slot) {
+      plan.reset(seqs[slot].back());
+      for (int b = 0; b < branches; ++b)
+        for (int d = 0; d < 10; ++d) plan.add(cycle[(b + d) % cycle.size()], d == 0 ? 0 : plan.size() - 1, true);
+      par.stage_plan(slot, seqs[slot], plan);
+    }
+    par.run_staged();
+    for (int slot = 0; slot < 2; ++slot) {
+      par.collect_slot(slot, results);
+      seqs[slot].push_back(results[0]);
+      par.commit_slot(slot, seqs[slot], root);
+    }
+  };
+  step(0);  // a plain step first: what does not grow with the plan is in place
+  g_allocs = 0;
+  g_counting = true;
+  step(4);
+  g_counting = false;
+  EXPECT_EQ(g_allocs, 0) << "the first step of " << kNodes << "-node plans over 2 replicas";
+  for (int slot = 0; slot < 2; ++slot) par.end_slot(slot);
 }
 
 // The CPU forward (src/backend/cpu) on random weights with 2 pool threads: once its buffers have grown to the largest step,

@@ -54,6 +54,12 @@ class SlotExecutor {
   virtual void commit_slot(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path) = 0;
   // The slot's request ended.
   virtual void end_slot(int slot) = 0;
+  // Sizes the buffers of batched steps of up to `slots` items whose plans hold up to `plan_nodes` nodes, once, so
+  // that no step allocates when a plan first grows (a batch's draft cap changes budgets mid-request).
+  virtual void reserve_steps(int slots, int plan_nodes) {
+    (void)slots;
+    (void)plan_nodes;
+  }
 };
 
 // One replica in this process. The cache holds seq[0, L); the "pending" tokens seq[L, size) (at least the root)

@@ -98,6 +98,9 @@ class ParallelExecutor : public StepExecutor, public SlotExecutor {
   void collect_slot(int slot, std::vector<int32_t>& results) override;
   void commit_slot(int slot, const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end_slot(int slot) override;
+  // The partitioner, every slot's parts and merge, the replies (an in-process group: also its replicas' step
+  // buffers, sized by each slot's rows at begin_slot).
+  void reserve_steps(int slots, int plan_nodes) override;
 
   int ranks() const { return k_; }
   bool simulated() const { return group_.in_process(); }
@@ -144,7 +147,8 @@ class ParallelExecutor : public StepExecutor, public SlotExecutor {
   std::vector<ParallelStepRecord> records_;
   std::vector<SlotState> slots_;      // batched steps: per slot
   std::vector<SlotWork> work_;        // the staged round (reused)
-  std::vector<PartReply> slot_replies_;  // its replies, [work * K + replica] (reused)
+  std::vector<PartReply> slot_replies_;  // its replies, [work * K + replica] (reused, never shrunk)
+  int reserved_nodes_ = 0;               // reserve_steps(): every slot's parts and merge are sized for this
   bool recording_ = false;
   ParallelCounters counters_;
   int last_plan_tokens_ = 0, last_max_part_tokens_ = 0;  // the last run, for observe_cost

@@ -40,6 +40,10 @@ class Partitioner {
  public:
   // Same as partition_plan(plan, k, base_load), into `parts` (resized to k; their buffers are reused).
   void split(const StepPlan& plan, int k, const std::vector<int>& base_load, std::vector<PlanPart>& parts);
+  // Sizes the scratch for plans of up to `nodes` nodes into k parts once (splitting then allocates nothing, whatever
+  // plan first reaches that size). The ancestor lists are reserved for trees of depth up to 64 (a deeper one grows
+  // them once).
+  void reserve(int nodes, int k);
 
  private:
   struct Loads {  // part loads under reference counting (partition.cpp)
@@ -47,6 +51,7 @@ class Partitioner {
     std::vector<int64_t> own, load;
     std::vector<int32_t> anc_begin, anc, cnt;  // ancestors of unit i: anc[anc_begin[i], anc_begin[i+1]); cnt[p*n+x]
     void reset(const StepPlan& plan, const Partitioner& t, int k, const std::vector<int>& base);
+    void reserve(size_t nodes, size_t k);
     int64_t gain_in(int i, int p) const;
     int64_t loss_out(int i, int p) const;
     void add(int i, int p);

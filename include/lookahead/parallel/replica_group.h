@@ -76,7 +76,8 @@ class ReplicaGroup {
   virtual void slot_end(int slot);
   // One round: every replica runs its share of every work item in one forward; replies[w * size() + r] is
   // replica r's for work[w] (no results for a chunk; forward_s is the replica's whole forward). The vector is the
-  // caller's, reused.
+  // caller's, reused: grown to work.size() * size() entries when shorter, never shrunk (entries past them keep
+  // their buffers for a later, larger round).
   virtual void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies);
   // Releases remote replicas for good (comm group: SHUTDOWN). Idempotent.
   virtual void shutdown() {}

@@ -59,6 +59,7 @@ class SlotReplica {
   std::vector<Item> items_;     // reused across steps (capacity kept)
   std::vector<BatchItem> batch_;
   int n_ = 0;
+  int max_rows_ = 0;  // the most rows any slot began with (begin: every item's results buffer holds them)
 };
 
 }  // namespace la
