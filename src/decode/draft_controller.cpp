@@ -245,7 +245,8 @@ int DraftController::choose(int context) {
   int pick = 0;
   if (top > 0 && exact_) {
     // The batch's exact cap: the cap, if the ledger can risk it (the bound on what drafting loses holds).
-    pick = worst_loss(top) <= room() ? top : best_level(room(), top);
+    const double r = room();
+    pick = worst_loss(top) <= r ? top : best_level(r, top);
     if (pick < top) ++counters_.explore_held;
   } else if (top > 0) {
     const double r = room();
