@@ -453,7 +453,7 @@ EOF
   done
   state=$("$NS" run "$PFX" "$A" scontrol show job "$id" 2>/dev/null | grep -oE "JobState=[A-Z_]+|ExitCode=[0-9:]+| NodeList=[^( ][^ ]*" | tr '\n' ' ')
   if ! grep -q "JobState=COMPLETED" <<<"$state"; then
-    bad "slurm: job $id did not complete: $state"; tail -n 15 "$S/job-$id.out" 2>/dev/null | sed 's/^/    /'
+    bad "slurm: job $id did not complete: $state"; tail -n 60 "$S/job-$id.out" 2>/dev/null | sed 's/^/    /'
     "$NS" run "$PFX" "$A" scancel "$id" 2>/dev/null; return
   fi
   if same_ids "$S/ref.jsonl" "$out" 4; then
