@@ -58,9 +58,8 @@ BatchRunner::BatchRunner(StepModel& model, Strategy& strategy, const ModelConfig
       replicas_(replicas) {
   LA_CHECK(opt_.slots >= 1, "--batch must be >= 1 (got ", opt_.slots, ")");
   LA_CHECK(opt_.prefill_chunk >= 1, "--prefill-chunk must be >= 1 (got ", opt_.prefill_chunk, ")");
-  const int top = std::max(0, strategy.max_draft_budget());
   // A prompt chunk stays inside the prompt; a decode step adds the pending root and the largest plan.
-  max_step_rows_ = 2 + top + strategy.lookahead_nodes(top);
+  max_step_rows_ = StepRunner::max_step_rows(strategy);
   if (opt_.kv_rows <= 0) opt_.kv_rows = int64_t(opt_.slots) * (cfg.max_positions + max_step_rows_);
   slots_.resize(opt_.slots);
   if (cost_ && make_controller_ && opt_.slots >= 2 && opt_.draft_cap) {
@@ -102,11 +101,8 @@ BatchRunner::Slot& BatchRunner::open_slot(int i) {
     s->exec = std::make_unique<LocalExecutor>(*s->model);
     ex = s->exec.get();
   }
-  s->runner = std::make_unique<StepRunner>(*ex, *s->strategy, cfg_);
-  // Every buffer of a step sized for the largest once: a slot's plans grow when the batch's cap or its controller
-  // first lets it draft more, at a step the wall clock chooses (the input adds the pending chain: up to a step).
-  s->runner->reserve_step(max_step_rows_);
-  if (s->exec) s->exec->reserve_step(std::max(2 * max_step_rows_, opt_.prefill_chunk));
+  s->runner = std::make_unique<StepRunner>(*ex, *s->strategy, cfg_);  // sizes every buffer of a step
+  if (s->exec) s->exec->reserve_step(opt_.prefill_chunk);              // and of a prompt chunk
   if (make_controller_) {
     s->controller = make_controller_(*s->strategy);
     if (s->controller) s->controller->share_ledger(ledger_);

@@ -42,6 +42,18 @@ void StepRunner::begin(const std::vector<int32_t>& prompt, const SampleParams& s
   stats_.prefill_s = prefill_s;
 }
 
+StepRunner::StepRunner(StepExecutor& exec, Strategy& strategy, const ModelConfig& cfg)
+    : exec_(exec), strategy_(strategy), cfg_(cfg) {
+  const int rows = max_step_rows(strategy);
+  reserve_step(rows);
+  exec_.reserve_step(2 * rows);  // the input adds the pending chain to the plan: up to a step
+}
+
+int StepRunner::max_step_rows(const Strategy& strategy) {
+  const int top = std::max(0, strategy.max_draft_budget());
+  return 2 + top + strategy.lookahead_nodes(top);
+}
+
 void StepRunner::reserve_step(int nodes) {
   const size_t n = static_cast<size_t>(std::max(nodes, 1));
   plan_.reserve(nodes);

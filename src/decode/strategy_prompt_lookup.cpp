@@ -14,7 +14,9 @@ namespace {
 class PromptLookupStrategy : public Strategy {
  public:
   explicit PromptLookupStrategy(const StrategyOptions& opt)
-      : opt_(opt), num_tokens_(opt.pl.num_tokens), index_(opt.pl.min_ngram, opt.pl.max_ngram) {}
+      : opt_(opt), num_tokens_(opt.pl.num_tokens), index_(opt.pl.min_ngram, opt.pl.max_ngram) {
+    chain_.reserve(static_cast<size_t>(std::max(0, num_tokens_)));  // the largest proposal: no step grows it
+  }
 
   std::string name() const override { return prompt_lookup_strategy_info().name; }
   std::unique_ptr<Strategy> spawn(int) override { return std::make_unique<PromptLookupStrategy>(opt_); }

@@ -54,9 +54,11 @@ void SlotReplica::begin(int slot, const std::vector<int32_t>& prompt, const Samp
   // A step's buffers sized once for the slot's rows (no step holds more): the input, the output, and a result
   // buffer per item for as many items as slots (results travel between items and the group's replies).
   s.exec->reserve_step(rows);
-  max_rows_ = std::max(max_rows_, rows);
-  if (items_.size() < slots_.size()) items_.resize(slots_.size());
-  for (Item& it : items_) it.results.reserve(static_cast<size_t>(max_rows_));
+  if (rows > max_rows_ || items_.size() < slots_.size()) {  // a request larger than any before, or a new slot
+    max_rows_ = std::max(max_rows_, rows);
+    if (items_.size() < slots_.size()) items_.resize(slots_.size());
+    for (Item& it : items_) it.results.reserve(static_cast<size_t>(max_rows_));
+  }
   batch_.reserve(slots_.size());
   s.busy = true;
   s.staged = false;

@@ -165,6 +165,44 @@ TEST(StepAllocations, AdaptiveStepsAllocateNothing) {
   }
 }
 
+// One request whose plans grow mid-request (a controller, or a batch's cap, first lets it draft larger at a step
+// the wall clock chooses): the step runner sized its buffers and its executor's for the strategy's largest step
+// when it was made, so the first larger plan allocates nothing. Here the budget is 1 for 100 tokens, then the
+// largest; before the runner reserved in its constructor, the one-request path stayed clean only because a
+// controller's warm-up plans the largest budget first (checked: without the reservation this test fails, and
+// prompt lookup's proposal buffer grew too). Not LADE: its n-gram pool learns new n-grams when its window first
+// widens, which is the pool's growth (its steady steps are checked above), not a step's buffers.
+TEST(StepAllocations, AOneRequestsFirstLargerPlanAllocatesNothing) {
+  for (const char* name : {"trie", "prompt-lookup"}) {
+    la::StrategyOptions o;
+    o.name = name;
+    auto s = la::make_strategy(o);
+    const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
+    la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
+    bool paused = false;
+    m.set_scope([&](bool in_forward) {
+      if (in_forward) { paused = g_counting; g_counting = false; }
+      else g_counting = paused;
+    });
+    la::LocalExecutor ex(m);
+    la::StepRunner runner(ex, *s, m.config());
+    V prompt = {1};
+    for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), cycle.begin(), cycle.end());
+    runner.begin(prompt, la::SampleParams{}, la::StepLimits{m.config().max_positions, 300, true, nullptr});
+    s->set_draft_budget(1);  // after begin: without a controller, begin restores the fixed parameters
+    while (runner.generated() < 100) runner.step();
+    s->set_draft_budget(s->max_draft_budget());
+    int largest = 0;  // the most tokens one counted step made
+    g_allocs = 0;
+    g_counting = true;
+    for (int k = 0; k < 4; ++k) largest = std::max(largest, runner.step());
+    g_counting = false;
+    EXPECT_GT(largest, 2) << name << ": the larger plans must have been accepted for this test to mean anything";
+    EXPECT_EQ(g_allocs, 0) << name << ": the first steps at budget " << s->max_draft_budget();
+    runner.end();
+  }
+}
+
 // Batched steps (BatchRunner over oracle replicas, 4 requests in flight): as for one request above, the steps
 // between 150 and 350 generated tokens of every request in flight allocate nothing (a young request grows its
 // prompt-lookup index and its statistics, as it does alone), fixed and adaptive (one cost model, a controller per

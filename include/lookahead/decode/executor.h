@@ -27,6 +27,9 @@ class StepExecutor {
   // time on the cost model's clock; the executor says what ran: the forward of its step tokens, and on LP
   // executors each part's forward, the part imbalance and the collective latency.
   virtual void observe_cost(StepCostModel& cost, double run_seconds) const { (void)cost, (void)run_seconds; }
+  // Sizes the buffers of steps of up to `rows` input rows once (the step runner, when it is made: its strategy's
+  // largest step), so that no step allocates when a plan first grows. Executors without such buffers ignore it.
+  virtual void reserve_step(int rows) { (void)rows; }
 };
 
 // Batched steps over a replica group (lookahead parallelism with --batch, BatchRunner): every replica holds a KV
@@ -95,7 +98,7 @@ class LocalExecutor : public StepExecutor {
   const SampleParams& sample_params() const { return sp_; }
   // Sizes the step's input, results and commit buffers for steps of up to `rows` rows once (no step allocates
   // when the request first drafts larger).
-  void reserve_step(int rows);
+  void reserve_step(int rows) override;
   const StepInput& staged_input() const { return in_; }  // the last stage / stage_prefill
   std::vector<int32_t>& forward_out() { return out_; }  // a buffer for the batch's results of this replica
   // Number of step tokens of the last forward (pending chain + plan nodes).

@@ -64,9 +64,12 @@ using Verifier = std::function<Verdict(const StepPlan&, const std::vector<int32_
 
 class StepRunner {
  public:
-  // `exec` and `strategy` must outlive the runner; `cfg` gives the eos ids.
-  StepRunner(StepExecutor& exec, Strategy& strategy, const ModelConfig& cfg)
-      : exec_(exec), strategy_(strategy), cfg_(cfg) {}
+  // `exec` and `strategy` must outlive the runner; `cfg` gives the eos ids. Every buffer of a step, the runner's
+  // and the executor's, is sized here for the strategy's largest step (max_step_rows), so that no step allocates
+  // when the request first drafts larger (a batch's cap or the controller changes budgets mid-request).
+  StepRunner(StepExecutor& exec, Strategy& strategy, const ModelConfig& cfg);
+  // The most rows one step of `strategy` feeds: the pending root, the largest budget and its lookahead nodes.
+  static int max_step_rows(const Strategy& strategy);
   // A request starts: prefill (executor), strategy.begin_request, fresh stats. done() at once if max_new == 0.
   void begin(const std::vector<int32_t>& prompt, const SampleParams& sp, const StepLimits& limits);
   // Runs one step (the request must not be done()); returns the number of tokens appended to seq().
@@ -78,9 +81,6 @@ class StepRunner {
   void begin_state(const std::vector<int32_t>& prompt, const StepLimits& limits);
   void plan_step();
   int finish_step();
-  // Sizes the step's buffers (plan, results, verdict) for plans of up to `nodes` nodes once, so that no step
-  // allocates when the request first drafts larger (a batch's cap changes budgets mid-request).
-  void reserve_step(int nodes);
   std::vector<int32_t>& results_buffer() { return results_; }
   // The request ends: strategy.end_request(seq()) and executor.end().
   void end();
@@ -105,6 +105,7 @@ class StepRunner {
   void set_controller(DraftController* c) { controller_ = c; }
 
  private:
+  void reserve_step(int nodes);  // the step's buffers (plan, results, verdict) for plans of up to `nodes` nodes
   StepExecutor& exec_;
   Strategy& strategy_;
   const ModelConfig& cfg_;
