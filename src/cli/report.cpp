@@ -23,6 +23,9 @@ json adaptive_stats(const RunReport& r) {
   for (int b : fwd.buckets()) cm[std::to_string(b)] = fwd.seconds(b) * 1e3;
   a["forward_ms_by_tokens"] = cm;
   a["output_row_head_ms"] = fwd.output_row_seconds() * 1e3;  // what a row choosing a token adds (cost_model.h)
+  // The table is at reference_context positions a row; each position more adds context_row_us (cost_model.h).
+  a["reference_context"] = fwd.reference_context();
+  a["context_row_us"] = fwd.context_row_seconds() * 1e6;
   const DraftController& c = *r.adaptive.controller;
   a["ladder"] = c.ladder();
   // Chosen budgets against what the strategy saw before planning (its context classes: match length, ...).

@@ -31,6 +31,14 @@ constexpr double kLinearMinSeconds = 0.01;
 // `known` measured (or 0: every row priced with its head).
 constexpr int kHeadFrom = 16;
 
+// The context's cost (cost_model.h, "Context"): the largest bucket timed up to kContextRows is timed again with
+// kContextMore more positions in the cache (SmolLM2: 64 -> 160 positions, a 96-row prefill and 3 forwards of 16
+// rows, ~0.3 s on 2 threads); what it took more, per row and position, prices every row's context beyond the
+// reference. On SmolLM2 that is 3.5 us a row and position: 16 rows +12% at 160 positions, well above the
+// fastest-of-3's noise. (96, not a bucket's size: the calibration tests tell the buckets' forwards apart.)
+constexpr int kContextRows = 16;
+constexpr int kContextMore = 96;
+
 // The seconds of the bucket of `tokens` rows in `secs` (one per bucket), or 0 if there is no such bucket.
 double seconds_at(const std::vector<int>& buckets, const std::vector<double>& secs, int tokens) {
   const auto it = std::find(buckets.begin(), buckets.end(), tokens);
@@ -84,6 +92,7 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
   };
   bool ready = false;  // the context is in the cache and the warm-up has run
   SampleParams greedy;
+  int cached = context;  // positions in the cache once ready
   auto time_forward = [&](int b, bool silent = false) {
     if (!ready) {
       model.truncate(0);
@@ -94,7 +103,7 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
     }
     double best = 1e30;  // seconds
     for (int r = 0; r < std::max(1, repeats) && (r == 0 || best < 0.05); ++r) {  // slow (big models): once
-      auto in = StepInput::chain(tokens(b, 2 + r), context);
+      auto in = StepInput::chain(tokens(b, 2 + r), cached);
       if (silent) in.first_output = b;  // no row chooses a next token: no LM head
       const double t0 = cost_clock_seconds(clock);
       (void)model.forward(in, greedy);
@@ -114,9 +123,24 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
   const double at_from = seconds_at(buckets, secs, kLinearFrom);
   for (size_t i = 0; i < buckets.size(); ++i)
     if (secs[i] <= 0) secs[i] = slope > 0 ? at_from + slope * (buckets[i] - kLinearFrom) : time_forward(buckets[i]);
+  // The context's cost: what `known` measured, else the largest bucket up to kContextRows timed again at a
+  // longer context (none timed, or no room for it: no context term).
+  double ctx_ref = known ? known->reference_context() : 0, ctx_row = known ? known->context_row_seconds() : 0;
+  int at = 0;
+  for (int b : buckets)
+    if (b <= kContextRows && seconds_at(buckets, secs, b) > 0) at = b;
+  const int longer = std::min(context + kContextMore, cfg.max_positions - at);
+  if (ctx_ref <= 0 && ready && at > 0 && longer >= context + kContextMore / 2) {
+    append_chain(model, tokens(longer - context, 3));
+    cached = longer;
+    const double t_long = time_forward(at);
+    ctx_ref = context;
+    ctx_row = std::max(0.0, (t_long - seconds_at(buckets, secs, at)) / (double(at) * (longer - context)));
+  }
   if (ready) model.truncate(0);
   for (size_t i = 0; i < buckets.size(); ++i) fwd.set(buckets[i], secs[i]);
   fwd.set_output_row_seconds(head);
+  fwd.set_context_cost(ctx_ref, ctx_row);
   return fwd;
 }
 

@@ -63,6 +63,13 @@ void ForwardCostModel::set_output_row_seconds(double s) {
   head_s_ = s;
 }
 
+void ForwardCostModel::set_context_cost(double reference, double row_seconds) {
+  LA_CHECK(std::isfinite(reference) && reference >= 0 && std::isfinite(row_seconds) && row_seconds >= 0,
+           "cost model: the context cost must be finite and >= 0");
+  ref_ctx_ = reference;
+  ctx_row_s_ = reference > 0 ? row_seconds : 0.0;
+}
+
 double ForwardCostModel::seconds(double tokens) const {
   const int n = max_tokens();
   const double t = std::max(1.0, tokens);
@@ -104,13 +111,27 @@ double StepCostModel::part_tokens(double plan_tokens) const {
   return std::clamp(std::ceil(plan_tokens * imbalance_ / ranks_), 1.0, plan_tokens);
 }
 
-double StepCostModel::step_seconds(double plan_tokens, double silent_rows) const {
+double StepCostModel::context_seconds(double tokens, double context) const {
+  const double c = context >= 0 ? context : ctx_;
+  if (c < 0 || fwd_.context_row_seconds() <= 0) return 0.0;
+  return tokens * fwd_.context_row_seconds() * (c - fwd_.reference_context());
+}
+
+double StepCostModel::step_seconds(double plan_tokens, double silent_rows, double context) const {
   const double t = std::max(1.0, plan_tokens), part = part_tokens(t);
-  const double full = fwd_.seconds(part);
+  // A context shorter than calibration's makes a step cheaper, never below half its reference time.
+  const double at_ref = fwd_.seconds(part);
+  const double full = std::max(0.5 * at_ref, at_ref + context_seconds(part, context));
   // The slowest part's share of the silent rows skips the head; never below a tenth of the full step (a head
   // measured too dear must not make a prompt chunk free).
   const double silent = std::clamp(silent_rows, 0.0, t) * part / t;
   return std::max(0.1 * full, full - fwd_.output_row_seconds() * silent) + (ranks_ > 1 ? latency_s_ : 0.0);
+}
+
+void StepCostModel::observe_forward(int tokens, double seconds, int silent_rows, double context) {
+  // Booked as a forward whose every row chooses a token (a silent row's head added back) at the reference context.
+  const double whole = seconds + fwd_.output_row_seconds() * std::max(0, silent_rows);
+  fwd_.observe(tokens, std::max(0.5 * whole, whole - context_seconds(tokens, context)));
 }
 
 void StepCostModel::observe_parts(int plan_tokens, int max_part_tokens) {

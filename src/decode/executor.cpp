@@ -124,4 +124,12 @@ void LocalExecutor::commit(const std::vector<int32_t>& seq, const std::vector<in
   plan_nodes_ = 0;
 }
 
+// Rows before first_output choose no token (no LM head); the rows attend their positions (cost_model.h, "Context").
+void LocalExecutor::observe_cost(StepCostModel& cost, double run_seconds) const {
+  double positions = 0;
+  for (const int32_t p : in_.positions) positions += p;
+  const double context = in_.positions.empty() ? -1.0 : positions / static_cast<double>(in_.positions.size());
+  cost.observe_forward(last_tokens_, run_seconds, in_.first_output, context);
+}
+
 }  // namespace la

@@ -107,6 +107,8 @@ void StepRunner::plan_step() {
   // The controller's host time is read on the cost model's clock (thread CPU time for a one-thread CPU forward).
   // A sleeping strategy (draft_controller.h: dormancy) is not asked: a plain step, not timed. Awake again, it
   // catches up with the tokens it did not see in its next plan (every strategy plans from the whole sequence).
+  // The coming step's rows attend about root_pos positions: the cost model prices them there (cost_model.h).
+  if (controller_) controller_->cost_model().set_context(root_pos);
   asleep_ = controller_ && controller_->dormant();
   h0_ = controller_ && !asleep_ ? controller_->now() : 0.0;
   if (asleep_) {

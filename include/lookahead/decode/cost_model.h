@@ -35,6 +35,17 @@
 //   a step with `silent` rows costs f(T) - silent * head. Observations are booked the same way (a silent row's
 //   head added back), so prompt-chunk steps no longer teach the large sizes that rows are cheaper than a draft
 //   row is: on SmolLM2 the head is ~21% of a row, on Gemma-3-270M (262k vocabulary) ~60%.
+// * Context: a row's attention reads every position it attends, so a step's time grows with the context (SmolLM2
+//   fp32, 2 threads, bench-forward: 4 rows at 200 committed tokens +6.7% over 64, 8 rows +15%). The table holds
+//   forwards whose rows attend `reference_context` positions (calibration's), and a row attending c positions adds
+//   (c - reference) * context_row_seconds (calibration times 16 rows again with 96 more positions cached: 3.5 us
+//   a row and position on SmolLM2). Observations are booked back to the reference context, so each entry stays a
+//   forward at that context and a size not run lately is read right at any context. Before, the observed sizes
+//   drifted to the job's context while the others kept calibration's: the plain step of a batch whose every
+//   request drafts was read ~6% low at 200 positions, and the controllers' ledger ("Measured rows") booked that as
+//   drafting's loss on every drafted step (about 1.7 ms of a 30 ms step at --batch 4, more than the exploration
+//   allowance refills), and the controller priced a draft row at long contexts by the sizes it last saw. The step
+//   loop says which context the coming steps attend (StepCostModel::set_context: the root's position).
 // * freeze() stops updates: tests force extreme shapes (flat, steep) that no timing can move.
 // * The clock (CostClock) that times forwards and host work: wall time on a GPU (the host waits for the device)
 //   or a multi-threaded CPU forward; the calling thread's CPU time for a CPU forward on one thread, so that a
@@ -75,6 +86,11 @@ class ForwardCostModel {
   // every row priced as an output row).
   void set_output_row_seconds(double s);
   double output_row_seconds() const { return head_s_; }
+  // Rows attend `reference` positions in the table; each position more (or fewer) costs `row_seconds` a row
+  // (>= 0; reference 0: not measured, no context term).
+  void set_context_cost(double reference, double row_seconds);
+  double reference_context() const { return ref_ctx_; }
+  double context_row_seconds() const { return ctx_row_s_; }
   void set_alpha(double a) { alpha_ = a; }
   void freeze(bool f = true) { frozen_ = f; }
   bool frozen() const { return frozen_; }
@@ -88,6 +104,7 @@ class ForwardCostModel {
   std::vector<uint8_t> anchor_;  // set() or observed: never re-interpolated
   static constexpr int kSpread = 4;  // neighbours an observation moves (by 2^-distance of its step)
   double head_s_ = 0;
+  double ref_ctx_ = 0, ctx_row_s_ = 0;
   double alpha_ = 0.05;
   bool frozen_ = false;
   long observations_ = 0;
@@ -104,15 +121,19 @@ class StepCostModel {
   double latency_s() const { return latency_s_; }
   void set_latency(double s) { latency_s_ = s < 0 ? 0 : s; }
   double imbalance() const { return imbalance_; }
+  // The mean position the coming steps' rows attend (the step loop sets it before it plans; < 0: the table's
+  // reference context).
+  void set_context(double mean_position) { ctx_ = mean_position; }
+  double context() const { return ctx_; }
   // Predicted seconds of one step whose plan has `plan_tokens` tokens (root included), on ranks() ranks, of which
-  // `silent_rows` choose no next token (prompt chunks: no LM head).
-  double step_seconds(double plan_tokens, double silent_rows = 0) const;
+  // `silent_rows` choose no next token (prompt chunks: no LM head), its rows attending `context` positions on
+  // average (< 0: context()).
+  double step_seconds(double plan_tokens, double silent_rows = 0, double context = -1) const;
   // Tokens in the slowest rank's part of such a plan.
   double part_tokens(double plan_tokens) const;
-  // One replica's forward of `tokens` rows, `silent_rows` of them without an output (executor side).
-  void observe_forward(int tokens, double seconds, int silent_rows = 0) {
-    fwd_.observe(tokens, seconds + fwd_.output_row_seconds() * std::max(0, silent_rows));
-  }
+  // One replica's forward of `tokens` rows, `silent_rows` of them without an output (executor side), its rows
+  // attending `context` positions on average (< 0: context()).
+  void observe_forward(int tokens, double seconds, int silent_rows = 0, double context = -1);
   // LP executors: a step of `plan_tokens` whose largest part had `max_part_tokens`, and the time the step took
   // beyond its slowest forward (collectives).
   void observe_parts(int plan_tokens, int max_part_tokens);
@@ -127,7 +148,10 @@ class StepCostModel {
   ForwardCostModel fwd_;
   int ranks_;
   double latency_s_;
+  // What rows attending `context` positions (< 0: ctx_) add to `tokens` rows at the reference context (may be < 0).
+  double context_seconds(double tokens, double context) const;
   double imbalance_ = 1.0;
+  double ctx_ = -1;
   bool frozen_ = false;
   CostClock clock_ = CostClock::Wall;
 };

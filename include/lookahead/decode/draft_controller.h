@@ -80,8 +80,8 @@
 // most of a job after one failed try (GSM8K x 32, 2 of 4 runs).
 //
 // Measured rows: the ledger books a drafted step's rows at what they were measured to add to the forward (the
-// runner's timed forward minus the cost model's plain step of that size), not at the cost model's price, when the
-// runner gives it (measured_extra). So the bound on what drafting loses holds in real time even where the model
+// runner's timed forward minus the cost model's plain step of that size at the positions its rows attend:
+// cost_model.h, "Context"), not at the cost model's price, when the runner gives it (measured_extra). So the bound on what drafting loses holds in real time even where the model
 // is wrong in a way it cannot learn: on SmolLM2 at --batch 4 the model read the 17-row forwards at 53 ms where they
 // took 56, booked "drafting gained 0.3%", and the job ran at 0.90x plain. One step's reading is clamped to the
 // model's price minus, and four times it plus, 15% of the plain step (a preempted forward is not all the drafts'

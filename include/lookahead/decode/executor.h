@@ -77,9 +77,7 @@ class LocalExecutor : public StepExecutor {
   // (all of it when this replica ran the whole plan), together with the pending chain.
   void commit(const std::vector<int32_t>& seq, const std::vector<int32_t>& path) override;
   void end() override {}
-  void observe_cost(StepCostModel& cost, double run_seconds) const override {
-    cost.observe_forward(last_tokens_, run_seconds, in_.first_output);  // rows before it: no LM head
-  }
+  void observe_cost(StepCostModel& cost, double run_seconds) const override;
 
   // ---- Batched steps (batch_runner.h): the same step split around a forward the caller runs for many replicas.
   // begin() without the prefill: the prompt (all but its last token) is fed later, by prefill chunks or as the
