@@ -125,7 +125,11 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
         if (shape == CostShape::Steep) { EXPECT_EQ(st.steps, st.new_tokens) << c.label; }
         if (shape == CostShape::Tiny) {  // asleep and awake again: the sync on waking was exercised
           EXPECT_GT(st.budgets.dormant_steps, 0) << c.label;
-          EXPECT_LT(st.budgets.dormant_steps, st.steps) << c.label;
+          // Not the trie: its bookkeeping (every prompt and output inserted at each request's begin and end)
+          // outweighs what a Tiny step's allowance refills for good, so it sleeps within its first 2 steps, or
+          // before the first when the first prompt's insertion alone took more than the credit (2 us), and stays
+          // asleep (the bound at work: 526-528 of 528 steps on stories260K). The others wake and sleep again.
+          if (c.opt.name != "trie") EXPECT_LT(st.budgets.dormant_steps, st.steps) << c.label;
         }
         std::printf("  %-28s %-24s shape %d S=%.2f plain=%lld/%lld\n", path.substr(path.rfind('/') + 1).c_str(),
                     c.label.c_str(), int(shape), st.compression(), (long long)st.budgets.plain_steps,
