@@ -63,6 +63,19 @@ using V = std::vector<int32_t>;
 
 namespace {
 
+// The oracle's forward is not counted (a real forward allocates tensors: the model's business): counting pauses
+// while it runs and resumes after (each model, and each fork of it, keeps its own paused state).
+void pause_counting_in_forward(la::test::OracleModel& m) {
+  m.set_scope([paused = false](bool in_forward) mutable {
+    if (in_forward) {
+      paused = g_counting;
+      g_counting = false;
+    } else {
+      g_counting = paused;
+    }
+  });
+}
+
 struct Counted {
   long allocs = 0;
   int64_t controller_steps = 0;  // steps whose budget a DraftController chose
@@ -79,11 +92,7 @@ struct Counted {
 Counted count_steps(la::Strategy& s, int max_new, int from, int to, bool adaptive = false) {
   const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
   la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
-  bool paused_counting = false;
-  m.set_scope([&](bool in_forward) {
-    if (in_forward) { paused_counting = g_counting; g_counting = false; }
-    else g_counting = paused_counting;
-  });
+  pause_counting_in_forward(m);
   la::LocalExecutor ex(m);
   la::Generator g(ex, s, m.config());
   // Frozen costs, no host time: the controller's choices (and its ledger's sleeps, draft_controller.h) do not
@@ -179,11 +188,7 @@ TEST(StepAllocations, AOneRequestsFirstLargerPlanAllocatesNothing) {
     auto s = la::make_strategy(o);
     const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
     la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
-    bool paused = false;
-    m.set_scope([&](bool in_forward) {
-      if (in_forward) { paused = g_counting; g_counting = false; }
-      else g_counting = paused;
-    });
+    pause_counting_in_forward(m);
     la::LocalExecutor ex(m);
     la::StepRunner runner(ex, *s, m.config());
     V prompt = {1};
@@ -214,11 +219,7 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
   for (const char* name : {"lade", "trie", "prompt-lookup"})  // the strategies the one-request tests cover
     for (bool adaptive : {false, true}) {
       la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
-      bool paused = false;
-      m.set_scope([&](bool in_forward) {
-        if (in_forward) { paused = g_counting; g_counting = false; }
-        else g_counting = paused;
-      });
+      pause_counting_in_forward(m);
       la::StrategyOptions o;
       o.name = name;
       auto s = la::make_strategy(o);
@@ -290,11 +291,7 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
 TEST(StepAllocations, AReplicaGroupsFirstLargestPlanAllocatesNothing) {
   const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
   la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
-  bool paused = false;
-  m.set_scope([&](bool in_forward) {
-    if (in_forward) { paused = g_counting; g_counting = false; }
-    else g_counting = paused;
-  });
+  pause_counting_in_forward(m);
   la::InProcessGroup group(m, 2);
   la::ParallelExecutor par(group);
   constexpr int kNodes = 41;  // root + 4 branches of 10
