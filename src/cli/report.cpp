@@ -150,7 +150,7 @@ void write_stats_file(const RunReport& r) {
                   {"forward_s", b.forward_s},       {"draft_gain_s", b.draft_gain_s},
                   {"draft_paid_s", b.draft_paid_s}};
     // The batch's draft caps (draft_cap.h): steps run under each ("none": the strategy's largest budget).
-    for (size_t i = 0; i < b.caps.size(); ++i)
+    for (size_t i = 0; i < b.cap_labels.size(); ++i)
       s["batch"]["draft_cap_steps"][b.cap_labels[i]] = b.cap_steps[i];
   }
   s["ranks"] = r.comm.size();
@@ -222,7 +222,7 @@ void print_batch_summary(const std::string& tag, int batch, const BatchCounters&
   for (int64_t n : c.cap_steps) capped += n;
   if (capped > 0) {
     l << "; draft cap (steps):";
-    for (size_t i = 0; i < c.caps.size(); ++i)
+    for (size_t i = 0; i < c.cap_labels.size(); ++i)
       l << (i ? ", " : " ") << c.cap_labels[i] << " " << c.cap_steps[i];
   }
   if (refused > 0) l << "; " << refused << " prompt(s) refused (--kv-memory)";

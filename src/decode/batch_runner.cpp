@@ -64,9 +64,8 @@ BatchRunner::BatchRunner(StepModel& model, Strategy& strategy, const ModelConfig
   slots_.resize(opt_.slots);
   if (cost_ && make_controller_ && opt_.slots >= 2 && opt_.draft_cap) {
     cap_ = std::make_unique<DraftCap>(strategy.draft_ladder(), opt_.slots);
-    counters_.caps = cap_->caps();
-    for (size_t a = 0; a < counters_.caps.size(); ++a) counters_.cap_labels.push_back(cap_->label(a));
-    counters_.cap_steps.assign(counters_.caps.size(), 0);
+    for (size_t a = 0; a < cap_->caps().size(); ++a) counters_.cap_labels.push_back(cap_->label(a));
+    counters_.cap_steps.assign(cap_->caps().size(), 0);
   }
   if (replicas_) replicas_->reserve_steps(opt_.slots, max_step_rows_);
   items_.reserve(opt_.slots);
@@ -281,8 +280,7 @@ void BatchRunner::step() {
     // Measured on the wall clock, the whole step (its planning and verification included); steps with prompt
     // chunks are not compared (their rows are not the cap's doing).
     if (chunk_rows == 0) cap_->observe(kept, std::chrono::duration<double>(std::chrono::steady_clock::now() - step0).count());
-    const auto at = std::find(counters_.caps.begin(), counters_.caps.end(), cap) - counters_.caps.begin();
-    ++counters_.cap_steps[static_cast<size_t>(at)];
+    ++counters_.cap_steps[static_cast<size_t>(cap_->last_arm())];
   }
   counters_.draft_gain_s = ledger_.gain_s;
   counters_.draft_paid_s = ledger_.paid_s;

@@ -56,7 +56,8 @@ class DraftCap {
   // "2" (at most), "none" (the strategy's largest budget).
   bool exact(int cap) const { return cap > 0 && cap <= opt_.exact_upto && cap != caps_.back(); }
   std::string label(size_t arm) const;
-  int64_t steps_at(int arm) const { return steps_[arm]; }  // steps run under caps()[arm]
+  int64_t steps_at(int arm) const { return steps_[arm]; }  // steps run and observed under caps()[arm]
+  int last_arm() const { return last_arm_; }                // the index in caps() of the last cap chosen
   double rate(int deciding, int arm) const;                 // its tokens per second (0: never run)
 
  private:
