@@ -183,9 +183,9 @@ void BatchRunner::step() {
   items_.clear();
   staged_.clear();
   int rows = 0;
-  // The positions the step's rows attend, summed (the cost model's context: cost_model.h): all rows', and those
-  // of the step as a plain step (the prompt chunks and each decoding slot's root).
-  double positions = 0, plain_positions = 0;
+  // The positions the step's rows attend, summed (the cost model's context: cost_model.h): all rows', and the
+  // draft rows' (the rest is the step as a plain step: the prompt chunks and each decoding slot's root).
+  double positions = 0, draft_positions = 0;
   // Prompt chunks first: they are fixed, the decoding slots' budgets are chosen knowing them.
   for (int i = 0; i < slots(); ++i) {
     Slot* s = slots_[i].get();
@@ -201,7 +201,6 @@ void BatchRunner::step() {
     staged_.push_back(i);
   }
   const int chunk_rows = rows;  // the prompt chunks' rows (DraftController::set_batch)
-  plain_positions = positions;
   // The decoding slots' last step sizes and yields: what each controller takes the rest of the step to be.
   auto decodes = [](const Slot* s) { return s && s->busy && !s->staged_prefill && !s->runner->done(); };
   int later_rows = 0, all_tokens = 0, deciding = 0;
@@ -228,7 +227,7 @@ void BatchRunner::step() {
     s->last_rows = s->staged_rows = stage_plan(*s, i);
     const double root = static_cast<double>(s->runner->seq().size()) - 1;  // every row attends about as much
     positions += s->staged_rows * root;
-    plain_positions += root;
+    draft_positions += (s->staged_rows - 1) * root;
     counters_.draft_rows += s->runner->plan().size() - 1;
     rows += s->staged_rows;
     staged_.push_back(i);
@@ -250,7 +249,8 @@ void BatchRunner::step() {
     // The plain step at the positions its rows attend (cost_model.h, "Context": at calibration's, ~6% low).
     const int plain_rows = rows - draft_rows;
     if (draft_rows > 0)
-      excess_per_row = (fwd_s - cost_->step_seconds(plain_rows, chunk_rows, plain_positions / plain_rows)) / draft_rows;
+      excess_per_row =
+          (fwd_s - cost_->step_seconds(plain_rows, chunk_rows, (positions - draft_positions) / plain_rows)) / draft_rows;
     cost_->observe_forward(rows, fwd_s, chunk_rows, positions / rows);
   }
   ++counters_.steps;

@@ -127,8 +127,8 @@ ForwardCostModel calibrate_forward_cost(StepModel& model, int max_plan_tokens, i
   // longer context (none timed, or no room for it: no context term).
   double ctx_ref = known ? known->reference_context() : 0, ctx_row = known ? known->context_row_seconds() : 0;
   int at = 0;
-  for (int b : buckets)
-    if (b <= kContextRows && seconds_at(buckets, secs, b) > 0) at = b;
+  for (int b : buckets)  // every bucket has its seconds by now
+    if (b <= kContextRows) at = b;
   const int longer = std::min(context + kContextMore, cfg.max_positions - at);
   if (ctx_ref <= 0 && ready && at > 0 && longer >= context + kContextMore / 2) {
     append_chain(model, tokens(longer - context, 3));

@@ -243,13 +243,12 @@ int DraftController::choose(int context) {
   while (cap_ >= 0 && top > 0 && model_.ladder()[top] > cap_) --top;
   probe_ = false;
   int pick = 0;
+  const double r = top > 0 ? room() : 0.0;  // what the ledger can risk, read once
   if (top > 0 && exact_) {
     // The batch's exact cap: the cap, if the ledger can risk it (the bound on what drafting loses holds).
-    const double r = room();
     pick = worst_loss(top) <= r ? top : best_level(r, top);
     if (pick < top) ++counters_.explore_held;
   } else if (top > 0) {
-    const double r = room();
     int warm = counters_.steps < opt_.warmup_steps ? warmup_level(top) : 0;
     // A class's warm-up, with a size hint: its first warmup_steps drafts plan the whole draft (one step measures
     // every level below it), so a class of long chained matches is judged on long drafts from the start instead
