@@ -44,6 +44,11 @@ InProcessGroup::~InProcessGroup() {
   ex_.clear();  // the executors refer to the forks
 }
 
+void InProcessGroup::reserve_step(int rows) {
+  for (auto& e : ex_) e->reserve_step(rows);
+  path_.reserve(static_cast<size_t>(std::max(rows, 1)));  // a local path is at most the plan's depth
+}
+
 void InProcessGroup::account(double sum, double mx) {
   serial_s_ += sum;
   slowest_s_ += mx;

@@ -208,6 +208,19 @@ void ParallelExecutor::reserve_steps(int slots, int plan_nodes) {
   work_.reserve(static_cast<size_t>(std::max(slots, 1)));
 }
 
+void ParallelExecutor::reserve_step(int rows) {
+  const int n = std::max(rows, 1);
+  reserve_steps(1, n);
+  parts_.resize(k_);
+  for (PlanPart& p : parts_) {
+    p.plan.reserve(n);
+    p.global.reserve(static_cast<size_t>(n));
+  }
+  replies_.resize(k_);
+  for (PartReply& r : replies_) r.results.reserve(static_cast<size_t>(n));
+  group_.reserve_step(2 * n);
+}
+
 int ParallelExecutor::prefill_left(int slot, const std::vector<int32_t>& seq) const {
   const SlotState& s = const_cast<ParallelExecutor*>(this)->slot_state(slot, "prefill_left");
   return std::max(0, static_cast<int>(seq.size()) - 1 - s.cache_len[0]);  // chunks reach every replica alike

@@ -180,8 +180,11 @@ TEST(StepAllocations, AdaptiveStepsAllocateNothing) {
 // largest; before the runner reserved in its constructor, the one-request path stayed clean only because a
 // controller's warm-up plans the largest budget first (checked: without the reservation this test fails, and
 // prompt lookup's proposal buffer grew too). Not LADE: its n-gram pool learns new n-grams when its window first
-// widens, which is the pool's growth (its steady steps are checked above), not a step's buffers.
+// widens, which is the pool's growth (its steady steps are checked above), not a step's buffers. The same over
+// lookahead parallelism (one request on a ParallelExecutor over 2 in-process replicas): its reserve_step sizes the
+// partitioner, the parts, the replies, the merge and each replica's step buffers.
 TEST(StepAllocations, AOneRequestsFirstLargerPlanAllocatesNothing) {
+  for (const int ranks : {1, 2})  // a LocalExecutor; a ParallelExecutor over an in-process group of 2 replicas
   for (const char* name : {"trie", "prompt-lookup"}) {
     la::StrategyOptions o;
     o.name = name;
@@ -189,8 +192,15 @@ TEST(StepAllocations, AOneRequestsFirstLargerPlanAllocatesNothing) {
     const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
     la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
     pause_counting_in_forward(m);
-    la::LocalExecutor ex(m);
-    la::StepRunner runner(ex, *s, m.config());
+    std::unique_ptr<la::InProcessGroup> group;
+    std::unique_ptr<la::StepExecutor> ex;
+    if (ranks == 1) {
+      ex = std::make_unique<la::LocalExecutor>(m);
+    } else {
+      group = std::make_unique<la::InProcessGroup>(m, ranks);
+      ex = std::make_unique<la::ParallelExecutor>(*group);
+    }
+    la::StepRunner runner(*ex, *s, m.config());
     V prompt = {1};
     for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), cycle.begin(), cycle.end());
     runner.begin(prompt, la::SampleParams{}, la::StepLimits{m.config().max_positions, 300, true, nullptr});
@@ -203,7 +213,7 @@ TEST(StepAllocations, AOneRequestsFirstLargerPlanAllocatesNothing) {
     for (int k = 0; k < 4; ++k) largest = std::max(largest, runner.step());
     g_counting = false;
     EXPECT_GT(largest, 2) << name << ": the larger plans must have been accepted for this test to mean anything";
-    EXPECT_EQ(g_allocs, 0) << name << ": the first steps at budget " << s->max_draft_budget();
+    EXPECT_EQ(g_allocs, 0) << name << " on " << ranks << " rank(s): the first steps at budget " << s->max_draft_budget();
     runner.end();
   }
 }

@@ -129,7 +129,9 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
           // outweighs what a Tiny step's allowance refills for good, so it sleeps within its first 2 steps, or
           // before the first when the first prompt's insertion alone took more than the credit (2 us), and stays
           // asleep (the bound at work: 526-528 of 528 steps on stories260K). The others wake and sleep again.
-          if (c.opt.name != "trie") EXPECT_LT(st.budgets.dormant_steps, st.steps) << c.label;
+          if (c.opt.name != "trie") {
+            EXPECT_LT(st.budgets.dormant_steps, st.steps) << c.label;
+          }
         }
         std::printf("  %-28s %-24s shape %d S=%.2f plain=%lld/%lld\n", path.substr(path.rfind('/') + 1).c_str(),
                     c.label.c_str(), int(shape), st.compression(), (long long)st.budgets.plain_steps,

@@ -101,6 +101,11 @@ class ParallelExecutor : public StepExecutor, public SlotExecutor {
   // The partitioner, every slot's parts and merge, the replies (an in-process group: also its replicas' step
   // buffers, sized by each slot's rows at begin_slot).
   void reserve_steps(int slots, int plan_nodes) override;
+  // One request's steps (StepExecutor::reserve_step, the step runner's largest plan): the partitioner, the parts,
+  // the replies and the merge, and each replica's step buffers (ReplicaGroup::reserve_step: the plan's rows and as
+  // many re-fed pending tokens, a replica's part holding at most the whole plan and its pending chain at most the
+  // last accepted path).
+  void reserve_step(int rows) override;
 
   int ranks() const { return k_; }
   bool simulated() const { return group_.in_process(); }

@@ -79,6 +79,10 @@ class ReplicaGroup {
   // caller's, reused: grown to work.size() * size() entries when shorter, never shrunk (entries past them keep
   // their buffers for a later, larger round).
   virtual void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies);
+  // Sizes every replica's step buffers for one request's steps of up to `rows` input rows, once (ParallelExecutor::
+  // reserve_step). In process: each replica's LocalExecutor; a comm group's workers size their own buffers in their
+  // processes (default: nothing here).
+  virtual void reserve_step(int rows) { (void)rows; }
   // Releases remote replicas for good (comm group: SHUTDOWN). Idempotent.
   virtual void shutdown() {}
   virtual GroupTimes last_times() const { return {}; }
@@ -113,6 +117,7 @@ class InProcessGroup : public ReplicaGroup {
                    const std::vector<PlanPart>& parts) override;
   void slot_end(int slot) override;
   void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies) override;
+  void reserve_step(int rows) override;
   double sequential_excess_seconds() const override { return serial_s_ - slowest_s_; }
   void reset_times() override { serial_s_ = slowest_s_ = 0; }
 
