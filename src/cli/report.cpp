@@ -102,7 +102,7 @@ json adaptive_json(const AdaptiveCounters& a) {
     if (n > 0) h[std::to_string(b)] = n;  // levels never chosen are kept at 0 so that choosing allocates nothing
   return {{"budget_hist", h}, {"steps", a.steps}, {"plain_steps", a.plain_steps},
           {"plain_fraction", a.steps ? double(a.plain_steps) / a.steps : 0.0}, {"probe_steps", a.probe_steps},
-          {"dormant_steps", a.dormant_steps}, {"held_drafts", a.explore_held}};
+          {"dormant_steps", a.dormant_steps}, {"sleeps", a.sleeps}, {"held_drafts", a.explore_held}};
 }
 
 std::string output_text(const Tokenizer& tok, const std::vector<int32_t>& prompt_ids,

@@ -77,8 +77,10 @@ void StepRunner::begin_state(const std::vector<int32_t>& prompt, const StepLimit
   seq_.assign(prompt.begin(), prompt.end());
   stats_.accept_hist.reserve(static_cast<size_t>(std::min(most - prompt_len_, 1024) + 2));
   const double h = controller_ ? controller_->now() : 0.0;
+  if (controller_) sleeps_seen_ = controller_->counters().sleeps;
   strategy_.begin_request(prompt);
   if (controller_) controller_->charge(controller_->now() - h);
+  note_sleeps();
   if (!controller_) strategy_.set_draft_budget(-1);
   else for (int b : controller_->ladder()) stats_.budgets.budget_hist[b] = 0;  // no map node allocated in a step
   done_ = limits.max_new == 0;
@@ -162,6 +164,7 @@ int StepRunner::finish_step() {
   const auto t5 = Clock::now();
   if (asleep_) controller_->observe_dormant();
   else if (controller_) controller_->observe(plan_, verdict_, (h1_ - h0_) + (controller_->now() - h2_), kept);
+  note_sleeps();
   st.steps++;
   st.new_tokens = generated();
   st.draft_tokens += plan_.num_draft();
@@ -176,11 +179,21 @@ int StepRunner::finish_step() {
   return kept;
 }
 
+// The times this request's controller put the strategy to sleep since the last look (its bookings and charges; a
+// batch's shared ledger is put to sleep by one slot's controller, so each sleep is counted once).
+void StepRunner::note_sleeps() {
+  if (!controller_) return;
+  const int64_t n = controller_->counters().sleeps;
+  stats_.budgets.sleeps += n - sleeps_seen_;
+  sleeps_seen_ = n;
+}
+
 // Every request ends in the strategy, asleep or not: it learns the whole output (global trees, state files).
 void StepRunner::end() {
   const double h = controller_ ? controller_->now() : 0.0;
   strategy_.end_request(seq_);
   if (controller_) controller_->charge(controller_->now() - h);
+  note_sleeps();
   exec_.end();
   done_ = true;
 }

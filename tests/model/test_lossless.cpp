@@ -125,6 +125,7 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
         if (shape == CostShape::Steep) { EXPECT_EQ(st.steps, st.new_tokens) << c.label; }
         if (shape == CostShape::Tiny) {  // asleep and awake again: the sync on waking was exercised
           EXPECT_GT(st.budgets.dormant_steps, 0) << c.label;
+          EXPECT_GT(st.budgets.sleeps, 0) << c.label;  // counted at the booking or charge that put it to sleep
           // Not the trie: its bookkeeping (every prompt and output inserted at each request's begin and end)
           // outweighs what a Tiny step's allowance refills for good, so it sleeps within its first 2 steps, or
           // before the first when the first prompt's insertion alone took more than the credit (2 us), and stays
@@ -136,7 +137,8 @@ TEST(LosslessAdaptive, EveryStrategyAndCostShapeEqualsPlainGreedy) {
         std::printf("  %-28s %-24s shape %d S=%.2f plain=%lld/%lld\n", path.substr(path.rfind('/') + 1).c_str(),
                     c.label.c_str(), int(shape), st.compression(), (long long)st.budgets.plain_steps,
                     (long long)st.budgets.steps);
-        if (shape == CostShape::Tiny) std::printf("    dormant %lld\n", (long long)st.budgets.dormant_steps);
+        if (shape == CostShape::Tiny)
+          std::printf("    dormant %lld, sleeps %lld\n", (long long)st.budgets.dormant_steps, (long long)st.budgets.sleeps);
       }
     }
   }

@@ -106,6 +106,7 @@ class StepRunner {
 
  private:
   void reserve_step(int nodes);  // the step's buffers (plan, results, verdict) for plans of up to `nodes` nodes
+  void note_sleeps();            // the controller's new sleeps into the request's stats
   StepExecutor& exec_;
   Strategy& strategy_;
   const ModelConfig& cfg_;
@@ -125,6 +126,7 @@ class StepRunner {
   double h0_ = 0, h1_ = 0, h2_ = 0;                // the same on the cost model's clock (+ the forward's end)
   bool timed_ = false;  // step(): this runner timed the forward itself (not a batch), so h2_ - h1_ is it
   bool asleep_ = false;  // this step ran without the strategy (the controller's dormancy)
+  int64_t sleeps_seen_ = 0;  // the controller's sleeps counted into stats_ so far
 };
 
 }  // namespace la
