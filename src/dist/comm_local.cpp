@@ -29,11 +29,13 @@ class LocalComm final : public Comm {
   }
   void bcast(std::vector<int32_t>&, double) override {}
   void bcast_bytes(std::string&, double) override {}
-  std::vector<int32_t> scatter(const std::vector<std::vector<int32_t>>& msgs, double) override {
+  void scatter(const std::vector<std::vector<int32_t>>& msgs, std::vector<int32_t>&, double) override {
     LA_CHECK(msgs.size() == 1, "scatter: ", msgs.size(), " messages for 1 rank");
-    return {};
   }
-  std::vector<std::vector<int32_t>> gather(const std::vector<int32_t>& v, double) override { return {v}; }
+  void gather(const std::vector<int32_t>& v, std::vector<std::vector<int32_t>>& all, double) override {
+    all.resize(1);
+    all[0].assign(v.begin(), v.end());
+  }
   std::vector<uint64_t> allgather(uint64_t x) override { return {x}; }
   void barrier() override {}
   std::unique_ptr<Comm> split(int, int) override { return std::make_unique<LocalComm>(); }

@@ -28,7 +28,7 @@ class CommGroup : public ReplicaGroup {
   std::string backend() const override { return comm_.backend(); }
 
   void begin(const std::vector<int32_t>& prompt, const SampleParams& sp) override {
-    protocol::encode_begin(msg_, next_no(protocol::kBegin), sync_, prompt, sp);
+    protocol::encode_begin(msg_, next_no(protocol::kBegin), step_rows_, sync_, prompt, sp);
     send_all();
     local_.begin(prompt, sp);
     have_commit_ = false;
@@ -54,7 +54,7 @@ class CommGroup : public ReplicaGroup {
       for (int r = 1; r < k_; ++r) protocol::encode_part(msg_, r, parts[r]);
     }
     const auto tb = Clock::now();
-    if (per_rank_) comm_.scatter(per_rank_msgs_, opt_.rank_timeout_s);
+    if (per_rank_) comm_.scatter(per_rank_msgs_, none_, opt_.rank_timeout_s);
     else comm_.bcast(msg_, opt_.rank_timeout_s);
     times_.send_s = seconds_since(tb);
 
@@ -67,12 +67,12 @@ class CommGroup : public ReplicaGroup {
     own.stop_signal = 0;
 
     const auto tg = Clock::now();
-    auto gathered = comm_.gather({}, opt_.rank_timeout_s);
+    comm_.gather(none_, gathered_, opt_.rank_timeout_s);
     times_.gather_wait_s = seconds_since(tg);
     protocol::ReplyHead h;
     for (int r = 1; r < k_; ++r) {
       PartReply& rep = replies[r];
-      protocol::decode_reply(gathered[r], r, parts[r].plan.size(), no, h, rep.results);
+      protocol::decode_reply(gathered_[r], r, parts[r].plan.size(), no, h, rep.results);
       rep.cache_len = h.cache_len;
       rep.step_tokens = h.step_tokens;
       rep.forward_s = h.forward_us * 1e-6;
@@ -103,6 +103,15 @@ class CommGroup : public ReplicaGroup {
     if (!own_slots_) own_slots_ = std::make_unique<SlotReplica>(local_.model());
     own_slots_->begin(slot, prompt, sp, rows);
     if (static_cast<int>(slot_sync_.size()) <= slot) slot_sync_.resize(slot + 1);
+    slot_sync_[slot].sent.reserve(static_cast<size_t>(std::max(rows, 0)) + 1);
+    // The slots' messages and replies sized for every slot begun so far at its largest (no step grows them).
+    batch_bound_.begin(slot, rows);
+    const size_t words = batch_bound_.message_words(k_ - 1);
+    msg_.reserve(words);
+    ops_.reserve(words);
+    for (auto& m : per_rank_msgs_) m.reserve(words);
+    gathered_.resize(k_);
+    for (auto& g : gathered_) g.reserve(batch_bound_.reply_words());
     protocol::encode_slot_begin(ops_, slot, rows, slot_sync_[slot], prompt, sp);
     ++queued_;
   }
@@ -160,10 +169,10 @@ class CommGroup : public ReplicaGroup {
     }
 
     const auto tg = Clock::now();
-    auto gathered = comm_.gather({}, opt_.rank_timeout_s);
+    comm_.gather(none_, gathered_, opt_.rank_timeout_s);
     times_.gather_wait_s = seconds_since(tg);
     for (int r = 1; r < k_; ++r) {
-      protocol::Reader rd(gathered[r]);
+      protocol::Reader rd(gathered_[r]);
       int32_t stop = 0, us = 0;
       protocol::decode_batch_reply_head(rd, r, no, static_cast<int>(work.size()), stop, us);
       protocol::BatchItemReply h;
@@ -179,6 +188,26 @@ class CommGroup : public ReplicaGroup {
       }
       LA_CHECK(rd.done(), "protocol error: rank ", r, " replied trailing words after its items");
     }
+  }
+
+  // One request's steps of up to `rows` input rows per replica: rank 0's buffers here (the message, each worker's
+  // reply, the commit it carries), and the workers' through the next BEGIN (its step rows).
+  void reserve_step(int rows) override {
+    step_rows_ = std::clamp(std::max(step_rows_, rows), 0, protocol::kMaxStepRows);
+    const size_t n = static_cast<size_t>(step_rows_);
+    const size_t run_words = protocol::run_message_words(step_rows_, per_rank_ ? 1 : k_ - 1);
+    msg_.reserve(run_words);
+    for (auto& m : per_rank_msgs_) m.reserve(run_words);
+    gathered_.resize(k_);
+    for (auto& g : gathered_) g.reserve(protocol::kReplyHead + n);
+    commit_path_.reserve(n);
+    path_.reserve(n);
+    // The sequences grow with the request: sized for the model's whole context once (a step appends at most a
+    // step's tokens to a sequence that never outgrows it).
+    const size_t most = static_cast<size_t>(std::max(local_.model().config().max_positions, 0)) + 1;
+    commit_seq_.reserve(most);
+    sync_.sent.reserve(most);
+    local_.reserve_step(rows);
   }
 
   void shutdown() override {
@@ -202,7 +231,7 @@ class CommGroup : public ReplicaGroup {
     if (k_ == 1) return;
     if (per_rank_) {
       for (int r = 1; r < k_; ++r) per_rank_msgs_[r].assign(msg_.begin(), msg_.end());
-      comm_.scatter(per_rank_msgs_, opt_.rank_timeout_s);
+      comm_.scatter(per_rank_msgs_, none_, opt_.rank_timeout_s);
     } else {
       comm_.bcast(msg_, opt_.rank_timeout_s);
     }
@@ -215,6 +244,9 @@ class CommGroup : public ReplicaGroup {
   bool per_rank_;  // MPI: every worker gets its own message; NCCL: one broadcast with every part
   std::vector<int32_t> msg_;
   std::vector<std::vector<int32_t>> per_rank_msgs_;
+  std::vector<std::vector<int32_t>> gathered_;  // the workers' replies (buffers reused)
+  std::vector<int32_t> none_;                   // what rank 0 itself gives a gather and takes from a scatter
+  int step_rows_ = 0;                           // reserve_step(): sent to the workers with every BEGIN
   protocol::SeqSync sync_;
   int32_t msg_no_ = 0;
   bool shut_ = false;
@@ -222,6 +254,7 @@ class CommGroup : public ReplicaGroup {
   std::vector<int32_t> commit_seq_, commit_path_, path_;
   std::unique_ptr<SlotReplica> own_slots_;    // batched steps: rank 0's slots
   std::vector<protocol::SeqSync> slot_sync_;  // per slot: the sequence the workers hold
+  protocol::BatchBound batch_bound_;          // what the slots' messages and replies can need
   std::vector<int32_t> ops_;                  // BATCH ops waiting for the next round ...
   int queued_ = 0;                            // ... and their number
   GroupTimes times_;

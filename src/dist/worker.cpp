@@ -22,11 +22,22 @@ struct WorkerSlots {
   std::vector<PlanPart> part;
   std::vector<char> has_part;
   std::vector<int32_t> path, local_p;
+  protocol::BatchBound bound;  // the messages and replies the slots begun so far can need
   void grow(int slot) {
     if (static_cast<int>(seq.size()) > slot) return;
     seq.resize(slot + 1);
     part.resize(slot + 1);
     has_part.resize(slot + 1, 0);
+  }
+  // A slot's buffers for a request of up to `rows` cache rows (as SlotReplica sizes its step buffers: no part,
+  // path or sequence of the slot outgrows them).
+  void reserve(int slot, int rows) {
+    const size_t n = static_cast<size_t>(std::max(rows, 1));
+    seq[slot].reserve(n + 1);
+    part[slot].plan.reserve(rows);
+    part[slot].global.reserve(n);
+    path.reserve(n);
+    local_p.reserve(n);
   }
 };
 
@@ -57,6 +68,8 @@ void serve_batch(protocol::Reader& rd, WorkerSlots& w, int me, int ranks, int32_
         int rows = 0;
         const SampleParams sp = decode_slot_begin(rd, seq, rows);
         w.rep.begin(slot, seq, sp, rows);
+        w.reserve(slot, rows);
+        w.bound.begin(slot, rows);
         w.has_part[slot] = 0;
         break;
       }
@@ -79,26 +92,54 @@ void serve_batch(protocol::Reader& rd, WorkerSlots& w, int me, int ranks, int32_
   }
 }
 
+// One request's buffers on a worker, sized at its BEGIN for steps of up to `rows` input rows (rank 0's
+// reserve_step), so the step that first grows the plan allocates nothing: the replica's step, the part, its
+// results and reply, the commit's path, and the next messages. The sequence is sized for the model's whole context once.
+struct OneRequest {
+  std::vector<int32_t> seq, msg, path, local_p, results, reply;
+  PlanPart part;
+  void reserve(LocalExecutor& local, int rows, int parts_per_msg) {
+    const size_t most = static_cast<size_t>(std::max(local.model().config().max_positions, 0)) + 1;
+    seq.reserve(most);
+    if (rows <= 0) return;
+    const size_t n = static_cast<size_t>(rows);
+    local.reserve_step(rows);
+    part.plan.reserve(rows);
+    part.global.reserve(n);
+    results.reserve(n);
+    reply.reserve(protocol::kReplyHead + n);
+    path.reserve(n);
+    local_p.reserve(n);
+    msg.reserve(protocol::run_message_words(rows, parts_per_msg));
+  }
+};
+
 }  // namespace
 
 void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
   using namespace protocol;
   const int me = comm.rank();
   LA_CHECK(me != 0, "run_worker runs on ranks > 0; rank 0 drives the executor");
-  std::vector<int32_t> seq, msg, path, local_p, results, reply;
-  PlanPart part;
+  OneRequest one;
+  std::vector<int32_t> &seq = one.seq, &msg = one.msg, &path = one.path, &local_p = one.local_p,
+                     &results = one.results, &reply = one.reply;
+  PlanPart& part = one.part;
+  const std::vector<std::vector<int32_t>> none;  // a worker's side of a scatter ...
+  std::vector<std::vector<int32_t>> none_gathered;  // ... and of a gather
   std::unique_ptr<WorkerSlots> slots;  // batched steps (made at the first BATCH)
   int32_t expect_no = 0;
   bool have_part = false;
   const bool per_rank = comm.backend() != "nccl";
   for (;;) {
-    if (per_rank) msg = comm.scatter({}, 0);
+    if (per_rank) comm.scatter(none, msg, 0);
     else comm.bcast(msg, 0);
     Reader rd(msg);
     const int32_t no = expect_no++;
     switch (decode_header(rd, no)) {
       case kBegin: {
-        const SampleParams sp = decode_begin(rd, seq);
+        int rows = 0;
+        const SampleParams sp = decode_begin(rd, seq, rows);
+        one.reserve(local, rows, per_rank ? 1 : comm.size() - 1);
         local.begin(seq, sp);
         have_part = false;
         break;
@@ -120,7 +161,7 @@ void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
         h.forward_us = static_cast<int32_t>(std::min(f * 1e6, 2.0e9));
         h.stop_signal = opt.stop_signal ? opt.stop_signal->load(std::memory_order_relaxed) : 0;
         encode_reply(reply, h, results);
-        comm.gather(reply, 0);
+        comm.gather(reply, none_gathered, 0);
         have_part = true;
         break;
       }
@@ -132,7 +173,9 @@ void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
         if (!slots) slots = std::make_unique<WorkerSlots>(local.model());
         const int32_t stop = opt.stop_signal ? opt.stop_signal->load(std::memory_order_relaxed) : 0;
         serve_batch(rd, *slots, me, comm.size(), no, stop, reply);
-        comm.gather(reply, 0);
+        comm.gather(reply, none_gathered, 0);
+        msg.reserve(slots->bound.message_words(comm.size() - 1));  // for the next rounds (after the reader's use)
+        reply.reserve(slots->bound.reply_words());
         break;
       }
       case kShutdown:

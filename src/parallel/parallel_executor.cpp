@@ -195,22 +195,27 @@ void ParallelExecutor::begin_slot(int slot, const std::vector<int32_t>& prompt, 
   s.request = static_cast<int64_t>(++counters_.requests);
 }
 
-void ParallelExecutor::reserve_steps(int slots, int plan_nodes) {
-  reserved_nodes_ = std::max(reserved_nodes_, plan_nodes);
+void ParallelExecutor::reserve_partition(int plan_nodes) {
   const size_t n = static_cast<size_t>(std::max(plan_nodes, 1));
   partitioner_.reserve(plan_nodes, k_);
-  const size_t replies = static_cast<size_t>(std::max(slots, 1)) * k_;
-  if (slot_replies_.size() < replies) slot_replies_.resize(replies);
-  for (PartReply& r : slot_replies_) r.results.reserve(n);
   per_.resize(k_);
   for (auto& v : per_) v.reserve(n);
   owner_.reserve(n);
+}
+
+void ParallelExecutor::reserve_steps(int slots, int plan_nodes) {
+  reserved_nodes_ = std::max(reserved_nodes_, plan_nodes);
+  const size_t n = static_cast<size_t>(std::max(plan_nodes, 1));
+  reserve_partition(plan_nodes);
+  const size_t replies = static_cast<size_t>(std::max(slots, 1)) * k_;
+  if (slot_replies_.size() < replies) slot_replies_.resize(replies);
+  for (PartReply& r : slot_replies_) r.results.reserve(n);
   work_.reserve(static_cast<size_t>(std::max(slots, 1)));
 }
 
 void ParallelExecutor::reserve_step(int rows) {
   const int n = std::max(rows, 1);
-  reserve_steps(1, n);
+  reserve_partition(n);
   parts_.resize(k_);
   for (PlanPart& p : parts_) {
     p.plan.reserve(n);

@@ -115,9 +115,10 @@ int32_t decode_header(Reader& rd, int32_t expect_no) {
 
 // ------------------------------------------------------------------------------------------------ BEGIN
 
-void encode_begin(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const std::vector<int32_t>& prompt,
+void encode_begin(std::vector<int32_t>& m, int32_t no, int step_rows, SeqSync& sync, const std::vector<int32_t>& prompt,
                   const SampleParams& sp) {
   encode_header(m, kBegin, no);
+  m.push_back(step_rows);
   sync.sent.clear();
   sync.encode(prompt, m);
   m.push_back(float_bits(sp.temperature));
@@ -146,7 +147,9 @@ SampleParams take_sample(Reader& rd) {
 }
 }  // namespace
 
-SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq) {
+SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq, int& step_rows) {
+  step_rows = rd.next();
+  LA_CHECK(step_rows >= 0 && step_rows <= kMaxStepRows, "protocol error: BEGIN with ", step_rows, " step rows");
   seq.clear();
   decode_sync(rd, seq);
   LA_CHECK(!seq.empty(), "protocol error: BEGIN with an empty prompt");
@@ -168,6 +171,23 @@ void encode_run_head(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const s
   }
   sync.encode(seq, m);
   m.push_back(k);
+}
+
+size_t run_message_words(int rows, int parts) {
+  const size_t n = static_cast<size_t>(std::max(rows, 0));
+  return 64 + 3 * n + 4 * n * static_cast<size_t>(std::max(parts, 1));
+}
+
+void BatchBound::begin(int slot, int rows) {
+  if (slot < 0 || rows < 0) return;
+  if (per_slot_.size() <= static_cast<size_t>(slot)) {
+    slots_ += static_cast<size_t>(slot) + 1 - per_slot_.size();
+    per_slot_.resize(static_cast<size_t>(slot) + 1, 0);
+  }
+  if (rows > per_slot_[slot]) {
+    rows_ += static_cast<size_t>(rows - per_slot_[slot]);
+    per_slot_[slot] = rows;
+  }
 }
 
 void encode_parts_count(std::vector<int32_t>& m, int n) { m.push_back(n); }

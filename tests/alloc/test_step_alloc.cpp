@@ -7,7 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -22,6 +26,8 @@
 #include "lookahead/decode/executor.h"
 #include "lookahead/decode/generator.h"
 #include "lookahead/decode/strategies.h"
+#include "lookahead/dist/comm_group.h"
+#include "lookahead/dist/worker.h"
 #include "lookahead/parallel/parallel_executor.h"
 #include "common/oracle_model.h"
 
@@ -294,52 +300,293 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
     }
 }
 
-// Over a replica group (lookahead parallelism, in process), the first step whose plans are the largest the batch
-// was sized for allocates nothing: reserve_steps() sized the partitioner, every slot's parts and merge, the
-// replies, and begin_slot each replica's step buffers (a batch's draft cap lets a slot first draft larger at a
-// step the wall clock chooses). Without the reservation this step allocates (checked: the test fails).
+// ---- Lookahead parallelism over a comm group (src/dist: the group rank 0 drives, the workers' loop, the
+// protocol's buffers): its ranks as threads of this process, over a Comm whose mailboxes reuse their buffers.
+// A worker thread's allocations count while it serves a message rank 0 sent from a counted step (the flag travels
+// with the message) and are added up when it replies.
+namespace {
+
+std::atomic<long> g_worker_allocs{0};
+
+// Rank 0 and K - 1 worker threads: rank 0 -> rank r through down[r], rank r -> rank 0 through up[r].
+struct ThreadHub {
+  struct Box {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int32_t> data;
+    bool full = false, counted = false;
+  };
+  explicit ThreadHub(int k) : down(k), up(k) {
+    for (int r = 0; r < k; ++r) down[r].data.reserve(1 << 16), up[r].data.reserve(1 << 16);  // not the engine's
+  }
+  static void put(Box& b, const std::vector<int32_t>& v, bool counted) {
+    std::unique_lock<std::mutex> l(b.mu);
+    b.cv.wait(l, [&] { return !b.full; });
+    b.data.assign(v.begin(), v.end());
+    b.full = true;
+    b.counted = counted;
+    b.cv.notify_all();
+  }
+  // Into `out` (the engine's buffer: its growth counts). A worker counts while it serves a counted message.
+  static bool take(Box& b, std::vector<int32_t>& out, bool worker) {
+    std::unique_lock<std::mutex> l(b.mu);
+    if (!b.cv.wait_for(l, std::chrono::seconds(60), [&] { return b.full; }))
+      throw la::Error("thread comm: no message within 60 s");
+    if (worker) g_counting = b.counted;
+    out.assign(b.data.begin(), b.data.end());
+    b.full = false;
+    b.cv.notify_all();
+    return b.counted;
+  }
+  std::vector<Box> down, up;
+};
+
+class ThreadComm final : public la::Comm {
+ public:
+  ThreadComm(ThreadHub& hub, int rank, bool nccl) : hub_(hub), rank_(rank), nccl_(nccl) {}
+  std::string backend() const override { return nccl_ ? "nccl" : "mpi"; }  // "nccl": one message for all parts
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(hub_.down.size()); }
+  int local_rank() const override { return rank_; }
+  int local_size() const override { return size(); }
+  std::string host() const override { return "threads"; }
+  void send(int, int, const std::vector<int32_t>&) override { throw la::Error("thread comm: no send"); }
+  std::vector<int32_t> recv(int, int, double) override { throw la::Error("thread comm: no recv"); }
+  void bcast(std::vector<int32_t>& v, double) override {
+    if (rank_ == 0) for (int r = 1; r < size(); ++r) ThreadHub::put(hub_.down[r], v, g_counting);
+    else ThreadHub::take(hub_.down[rank_], v, true);
+  }
+  void bcast_bytes(std::string&, double) override { throw la::Error("thread comm: no bcast_bytes"); }
+  void scatter(const std::vector<std::vector<int32_t>>& msgs, std::vector<int32_t>& mine, double) override {
+    if (rank_ == 0) for (int r = 1; r < size(); ++r) ThreadHub::put(hub_.down[r], msgs[r], g_counting);
+    else ThreadHub::take(hub_.down[rank_], mine, true);
+  }
+  void gather(const std::vector<int32_t>& v, std::vector<std::vector<int32_t>>& all, double) override {
+    if (rank_ != 0) {  // a worker's reply ends the work of the message it served: its count is handed over
+      g_worker_allocs.fetch_add(g_allocs);
+      g_allocs = 0;
+      g_counting = false;
+      ThreadHub::put(hub_.up[rank_], v, false);
+      return;
+    }
+    all.resize(size());
+    all[0].assign(v.begin(), v.end());
+    for (int r = 1; r < size(); ++r) ThreadHub::take(hub_.up[r], all[r], false);
+  }
+  std::vector<uint64_t> allgather(uint64_t x) override { return std::vector<uint64_t>(size(), x); }
+  void barrier() override {}
+  std::unique_ptr<la::Comm> split(int, int) override { throw la::Error("thread comm: no split"); }
+  bool try_recv(int, int, std::vector<int32_t>&, int*) override { return false; }
+
+ private:
+  ThreadHub& hub_;
+  int rank_;
+  bool nccl_;
+};
+
+// A comm group of `k` ranks over oracle replicas: rank 0's executor here, the workers on threads (each its own
+// oracle and LocalExecutor, its forward not counted).
+struct ThreadedGroup {
+  ThreadedGroup(la::test::OracleModel& m, int k, bool nccl) : hub(k), local0(m) {
+    for (int r = 0; r < k; ++r) comms.push_back(std::make_unique<ThreadComm>(hub, r, nccl));
+    for (int r = 1; r < k; ++r) {
+      models.push_back(m.fork());
+      locals.push_back(std::make_unique<la::LocalExecutor>(*models.back()));
+    }
+    for (int r = 1; r < k; ++r)
+      threads.emplace_back([this, r] {
+        try {
+          la::run_worker(*comms[r], *locals[r - 1], la::CommGroupOptions{});
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "worker %d: %s\n", r, e.what());
+          failed = true;
+        }
+      });
+    par = la::make_parallel_executor(*comms[0], local0, 0, la::CommGroupOptions{}, la::ParallelOptions{});
+  }
+  ~ThreadedGroup() {
+    par->shutdown();
+    for (auto& t : threads) t.join();
+  }
+  ThreadHub hub;
+  std::vector<std::unique_ptr<ThreadComm>> comms;
+  std::vector<std::unique_ptr<la::StepModel>> models;
+  std::vector<std::unique_ptr<la::LocalExecutor>> locals;
+  la::LocalExecutor local0;
+  std::vector<std::thread> threads;
+  std::unique_ptr<la::ParallelExecutor> par;
+  std::atomic<bool> failed{false};
+};
+
+}  // namespace
+
+// One request over a comm group of 2 and 3 ranks, both message shapes (a part per worker over MPI; every part in
+// one broadcast over NCCL): after a plain warm-up at budget 1, the first steps at the largest budget allocate
+// nothing on rank 0 or any worker (rank 0's reserve_step sized its messages and replies, and the workers' buffers
+// through BEGIN's step rows), and the ids are those of plain decoding.
+TEST(StepAllocations, ACommGroupsFirstLargerPlanAllocatesNothing) {
+  const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
+  for (const int ranks : {2, 3})
+  for (const bool nccl : {false, true})
+  for (const char* name : {"trie", "prompt-lookup"}) {
+    la::StrategyOptions o;
+    o.name = name;
+    auto s = la::make_strategy(o);
+    la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
+    pause_counting_in_forward(m);
+    ThreadedGroup tg(m, ranks, nccl);
+    const std::string label = std::string(name) + " over " + std::to_string(ranks) + " ranks" + (nccl ? " (nccl)" : "");
+    la::StepRunner runner(*tg.par, *s, m.config());
+    V prompt = {1};
+    for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), cycle.begin(), cycle.end());
+    runner.begin(prompt, la::SampleParams{}, la::StepLimits{m.config().max_positions, 300, true, nullptr});
+    s->set_draft_budget(1);
+    while (runner.generated() < 100) runner.step();
+    s->set_draft_budget(s->max_draft_budget());
+    int largest = 0;
+    g_allocs = 0;
+    g_worker_allocs = 0;
+    g_counting = true;
+    for (int k = 0; k < 4; ++k) largest = std::max(largest, runner.step());
+    g_counting = false;
+    while (!runner.done()) runner.step();  // the rest, for the ids
+    EXPECT_GT(largest, 2) << label << ": the larger plans must have been accepted for this test to mean anything";
+    EXPECT_EQ(g_allocs, 0) << label << ": rank 0, the first steps at budget " << s->max_draft_budget();
+    EXPECT_EQ(g_worker_allocs.load(), 0) << label << ": the workers, the first steps at budget " << s->max_draft_budget();
+    const V& ids = runner.seq();
+    for (size_t i = prompt.size(); i < ids.size(); ++i)
+      ASSERT_EQ(ids[i], cycle[(i - 1) % cycle.size()]) << label << ": token " << i << " is not plain decoding's";
+    EXPECT_EQ(static_cast<int>(ids.size() - prompt.size()), 300) << label;
+    runner.end();
+    EXPECT_FALSE(tg.failed) << label;
+  }
+}
+
+// Batched steps over a comm group (2 ranks, both message shapes; 4 slots, two rounds of 4 requests): the steady
+// steps of every request in flight allocate nothing on rank 0 or the worker, and every request's ids are plain
+// decoding's.
+TEST(StepAllocations, BatchedStepsOverACommGroupAllocateNothing) {
+  const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
+  for (const bool nccl : {false, true})
+  for (const char* name : {"lade", "trie", "prompt-lookup"}) {
+    la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
+    pause_counting_in_forward(m);
+    la::StrategyOptions o;
+    o.name = name;
+    auto s = la::make_strategy(o);
+    la::BatchOptions bo;
+    bo.slots = 4;
+    bo.prefill_chunk = 8;
+    ThreadedGroup tg(m, 2, nccl);
+    la::BatchRunner br(m, *s, m.config(), bo, nullptr, {}, tg.par.get());
+    const std::string label = std::string(name) + " over 2 ranks" + (nccl ? " (nccl)" : "");
+    for (int round = 0; round < 2; ++round) {
+      for (int r = 0; r < 4; ++r) {
+        V prompt = {1};
+        for (int i = 0; i < 3 + r; ++i) prompt.insert(prompt.end(), cycle.begin(), cycle.end());
+        la::SampleParams sp;
+        sp.stream = uint64_t(4 * round + r);
+        br.add(4 * round + r, prompt, sp, la::StepLimits{1024, 400, true});
+      }
+      long allocs = 0, worker_allocs = 0;
+      int counted = 0, tokens = 0, drafted = 0;
+      while (br.active() > 0) {
+        int lo = 1 << 30, hi = 0;
+        for (int slot = 0; slot < br.slots(); ++slot)
+          if (br.busy(slot)) lo = std::min(lo, br.runner(slot).generated()), hi = std::max(hi, br.runner(slot).generated());
+        const bool count = lo >= 150 && hi < 350;
+        g_allocs = 0;
+        g_worker_allocs = 0;
+        g_counting = count;
+        br.step();
+        g_counting = false;
+        if (count) allocs += g_allocs, worker_allocs += g_worker_allocs.load(), ++counted;
+        for (int slot : br.finished()) {
+          la::StepRunner& run = br.runner(slot);
+          drafted += run.stats().draft_tokens > 0;
+          tokens += run.generated();
+          const V& ids = run.seq();
+          for (size_t i = ids.size() - run.generated(); i < ids.size(); ++i)
+            ASSERT_EQ(ids[i], cycle[(i - 1) % cycle.size()]) << label << ": slot " << slot << " token " << i;
+          br.release(slot);
+        }
+      }
+      EXPECT_EQ(tokens, 4 * 400) << label;
+      EXPECT_GT(counted, 5) << label;
+      EXPECT_EQ(drafted, 4) << label << ": the requests must draft for this test to mean anything";
+      EXPECT_EQ(allocs, 0) << label << " round " << round << ": rank 0, " << allocs << " allocations in " << counted
+                           << " batched steps";
+      EXPECT_EQ(worker_allocs, 0) << label << " round " << round << ": the worker, " << worker_allocs
+                                  << " allocations in " << counted << " batched steps";
+      std::printf("batched %s, round %d: %ld + %ld allocations in %d steps\n", label.c_str(), round, allocs,
+                  worker_allocs, counted);
+    }
+    EXPECT_FALSE(tg.failed) << label;
+  }
+}
+
+// Over a replica group (lookahead parallelism), the first step whose plans are the largest the batch was sized
+// for allocates nothing: reserve_steps() sized the partitioner, every slot's parts and merge, the replies, and
+// begin_slot each replica's step buffers (a batch's draft cap lets a slot first draft larger at a step the wall
+// clock chooses). In process, and over a comm group of 2 ranks in both message shapes (rank 0's BATCH message
+// and replies, the worker's message, reply and slot buffers, all sized at the slots' begin). Without the
+// reservations this step allocates (checked: the test fails).
 TEST(StepAllocations, AReplicaGroupsFirstLargestPlanAllocatesNothing) {
   const V cycle = {3, 4, 3, 5, 6, 7, 8, 9, 10, 11};
-  la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
-  pause_counting_in_forward(m);
-  la::InProcessGroup group(m, 2);
-  la::ParallelExecutor par(group);
-  constexpr int kNodes = 41;  // root + 4 branches of 10
-  par.reserve_steps(2, kNodes);
-  std::vector<V> seqs(2);
-  for (int slot = 0; slot < 2; ++slot) {
-    seqs[slot] = {1};
-    for (int i = 0; i < 2 + slot; ++i) seqs[slot].insert(seqs[slot].end(), cycle.begin(), cycle.end());
-    par.begin_slot(slot, seqs[slot], la::SampleParams{}, 256);
-    par.stage_chunk(slot, seqs[slot], 64);
-  }
-  par.run_staged();
-  la::StepPlan plan;  // the caller's buffers, sized here (the step runner's are by reserve_step)
-  plan.reserve(kNodes);
-  V results, root{0};
-  results.reserve(kNodes);
-  for (auto& q : seqs) q.reserve(q.size() + 8);
-  auto step = [&](int branches) {
+  for (const char* group_kind : {"in-process", "comm", "comm (nccl)"}) {
+    la::test::OracleModel m(16, 1024, la::test::cycle_rule(cycle));
+    pause_counting_in_forward(m);
+    std::unique_ptr<la::InProcessGroup> inproc;
+    std::unique_ptr<la::ParallelExecutor> inproc_par;
+    std::unique_ptr<ThreadedGroup> threaded;
+    if (std::string(group_kind) == "in-process") {
+      inproc = std::make_unique<la::InProcessGroup>(m, 2);
+      inproc_par = std::make_unique<la::ParallelExecutor>(*inproc);
+    } else {
+      threaded = std::make_unique<ThreadedGroup>(m, 2, std::string(group_kind) == "comm (nccl)");
+    }
+    la::ParallelExecutor& par = inproc_par ? *inproc_par : *threaded->par;
+    constexpr int kNodes = 41;  // root + 4 branches of 10
+    par.reserve_steps(2, kNodes);
+    std::vector<V> seqs(2);
     for (int slot = 0; slot < 2; ++slot) {
-      plan.reset(seqs[slot].back());
-      for (int b = 0; b < branches; ++b)
-        for (int d = 0; d < 10; ++d) plan.add(cycle[(b + d) % cycle.size()], d == 0 ? 0 : plan.size() - 1, true);
-      par.stage_plan(slot, seqs[slot], plan);
+      seqs[slot] = {1};
+      for (int i = 0; i < 2 + slot; ++i) seqs[slot].insert(seqs[slot].end(), cycle.begin(), cycle.end());
+      par.begin_slot(slot, seqs[slot], la::SampleParams{}, 256);
+      par.stage_chunk(slot, seqs[slot], 64);
     }
     par.run_staged();
-    for (int slot = 0; slot < 2; ++slot) {
-      par.collect_slot(slot, results);
-      seqs[slot].push_back(results[0]);
-      par.commit_slot(slot, seqs[slot], root);
-    }
-  };
-  step(0);  // a plain step first: what does not grow with the plan is in place
-  g_allocs = 0;
-  g_counting = true;
-  step(4);
-  g_counting = false;
-  EXPECT_EQ(g_allocs, 0) << "the first step of " << kNodes << "-node plans over 2 replicas";
-  for (int slot = 0; slot < 2; ++slot) par.end_slot(slot);
+    la::StepPlan plan;  // the caller's buffers, sized here (the step runner's are by reserve_step)
+    plan.reserve(kNodes);
+    V results, root{0};
+    results.reserve(kNodes);
+    for (auto& q : seqs) q.reserve(q.size() + 8);
+    auto step = [&](int branches) {
+      for (int slot = 0; slot < 2; ++slot) {
+        plan.reset(seqs[slot].back());
+        for (int b = 0; b < branches; ++b)
+          for (int d = 0; d < 10; ++d) plan.add(cycle[(b + d) % cycle.size()], d == 0 ? 0 : plan.size() - 1, true);
+        par.stage_plan(slot, seqs[slot], plan);
+      }
+      par.run_staged();
+      for (int slot = 0; slot < 2; ++slot) {
+        par.collect_slot(slot, results);
+        seqs[slot].push_back(results[0]);
+        par.commit_slot(slot, seqs[slot], root);
+      }
+    };
+    step(0);  // a plain step first: what does not grow with the plan is in place
+    step(0);  // (a comm group's worker applies a commit with the next round's message)
+    g_allocs = 0;
+    g_worker_allocs = 0;
+    g_counting = true;
+    step(4);
+    step(4);  // the worker commits the first large parts with this round
+    g_counting = false;
+    EXPECT_EQ(g_allocs, 0) << group_kind << ": rank 0, the first steps of " << kNodes << "-node plans over 2 replicas";
+    EXPECT_EQ(g_worker_allocs.load(), 0) << group_kind << ": the worker, the first steps of " << kNodes << "-node plans";
+    for (int slot = 0; slot < 2; ++slot) par.end_slot(slot);
+  }
 }
 
 // The CPU forward (src/backend/cpu) on random weights with 2 pool threads: once its buffers have grown to the largest step,

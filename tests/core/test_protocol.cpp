@@ -56,12 +56,14 @@ TEST(Protocol, BeginRoundTrip) {
   sp.seed = 0x123456789abcdefull;
   sp.stream = 77;
   std::vector<int32_t> m;
-  encode_begin(m, 5, sync, {1, 2, 3}, sp);
+  encode_begin(m, 5, 37, sync, {1, 2, 3}, sp);
   Reader rd(m);
   EXPECT_EQ(decode_header(rd, 5), kBegin);
   std::vector<int32_t> seq = {4, 4};
-  const SampleParams got = decode_begin(rd, seq);
+  int rows = -1;
+  const SampleParams got = decode_begin(rd, seq, rows);
   EXPECT_TRUE(rd.done());
+  EXPECT_EQ(rows, 37);
   EXPECT_EQ(seq, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(sync.sent, seq);
   EXPECT_EQ(got.temperature, sp.temperature);
@@ -73,7 +75,8 @@ TEST(Protocol, BeginRoundTrip) {
     Reader r(c);
     decode_header(r, 5);
     std::vector<int32_t> s;
-    decode_begin(r, s);
+    int rows = 0;
+    decode_begin(r, s, rows);
   });
 }
 
@@ -172,7 +175,8 @@ TEST(Protocol, ReplyRoundTrip) {
 TEST(Protocol, CorruptMessagesAreRejected) {
   SeqSync sync;
   std::vector<int32_t> m;
-  encode_begin(m, 0, sync, {1, 2}, SampleParams{});
+  encode_begin(m, 0, 8, sync, {1, 2}, SampleParams{});
+  int rows = 0;
   auto bad = m;
   bad[0] ^= 1;
   expect_protocol_error([&] { Reader r(bad); decode_header(r, 0); }, "bad magic");
@@ -181,9 +185,15 @@ TEST(Protocol, CorruptMessagesAreRejected) {
   bad[1] = 9;
   expect_protocol_error([&] { Reader r(bad); decode_header(r, 0); }, "unknown command 9");
   bad = m;
-  bad[4] = 1000;  // token count beyond the message
-  expect_protocol_error([&] { Reader r(bad); decode_header(r, 0); std::vector<int32_t> s; decode_begin(r, s); },
+  bad[5] = 1000;  // token count beyond the message
+  expect_protocol_error([&] { Reader r(bad); decode_header(r, 0); std::vector<int32_t> s; decode_begin(r, s, rows); },
                         "bad count 1000");
+  for (const int32_t n : {-1, kMaxStepRows + 1}) {  // step rows a worker must not reserve
+    bad = m;
+    bad[3] = n;
+    expect_protocol_error([&] { Reader r(bad); decode_header(r, 0); std::vector<int32_t> s; decode_begin(r, s, rows); },
+                          "BEGIN with " + std::to_string(n) + " step rows");
+  }
 
   // RUN: wrong K, no part for this rank, a part whose parents are invalid, non-increasing global ids.
   const std::vector<int32_t> seq = {1, 2, 11};

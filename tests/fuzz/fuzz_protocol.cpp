@@ -38,10 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const int32_t cmd = decode_header(rd, expect_no);
       ++expect_no;
       switch (cmd) {
-        case kBegin:
-          (void)decode_begin(rd, seq);
+        case kBegin: {
+          int rows = 0;
+          (void)decode_begin(rd, seq, rows);
+          if (rows < 0 || rows > kMaxStepRows) la::fuzz::broken("protocol: BEGIN accepted out-of-range step rows");
           have_part = false;
           break;
+        }
         case kRun: {
           if (decode_commit(rd, seq, path)) {
             LA_CHECK(have_part, "protocol error: commit without a run");

@@ -288,7 +288,7 @@ def pool_seeds():
 
 
 # ---- rank messages (protocol.h, as rank 0 sends them to rank 1 of 2 over MPI): [u32 words][words...] per message
-MAGIC = 0x4C410002  # protocol version 2 (BATCH)
+MAGIC = 0x4C410003  # protocol version 3 (BEGIN's step rows)
 
 
 def msgs(*ms):
@@ -300,7 +300,7 @@ def msgs(*ms):
 
 def wire_seeds():
     f = lambda x: struct.unpack("<i", struct.pack("<f", x))[0]
-    begin = [MAGIC, 1, 0, 0, 3, 1, 10, 11, f(0.0), 0, f(1.0), 7, 0, 0, 0]
+    begin = [MAGIC, 1, 0, 8, 0, 3, 1, 10, 11, f(0.0), 0, f(1.0), 7, 0, 0, 0]  # 8 step rows, prompt [1, 10, 11]
     # RUN: no commit; sync keep 3 add 0; k=2; 1 part: rank 1, 3 nodes (tokens, parents, verify, global)
     run1 = [MAGIC, 2, 1, 0, 3, 0, 2, 1, 1, 3, 11, 20, 21, -1, 0, 1, 1, 1, 0, 0, 2, 5]
     # RUN with the commit of the previous step: sync keep 3 add [20], path [0, 2]

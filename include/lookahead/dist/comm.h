@@ -46,10 +46,15 @@ class Comm {
   virtual void bcast(std::vector<int32_t>& v, double timeout_s = 0) = 0;
   virtual void bcast_bytes(std::string& s, double timeout_s = 0) = 0;
   // Rank 0 sends msgs[r] to every rank r > 0 (msgs[0] is not sent; msgs.size() == size()); every other rank
-  // returns the message meant for it. Point-to-point over MPI on every backend (small per-rank messages).
-  virtual std::vector<int32_t> scatter(const std::vector<std::vector<int32_t>>& msgs, double timeout_s = 0) = 0;
-  // Every rank's vector at rank 0 (index = rank); an empty list on the other ranks.
-  virtual std::vector<std::vector<int32_t>> gather(const std::vector<int32_t>& v, double timeout_s = 0) = 0;
+  // receives the message meant for it into `mine` (its capacity reused; untouched on rank 0). Point-to-point over
+  // MPI on every backend (small per-rank messages).
+  virtual void scatter(const std::vector<std::vector<int32_t>>& msgs, std::vector<int32_t>& mine,
+                       double timeout_s = 0) = 0;
+  // Every rank's `v` at rank 0 into all[r] (all.size() == size(); each buffer's capacity reused); `all` is left
+  // as it is on the other ranks.
+  // The step's collectives (bcast, scatter, gather) write into the caller's buffers, so a step that sends no
+  // message longer than an earlier one allocates nothing here (test_alloc checks it over a threaded Comm).
+  virtual void gather(const std::vector<int32_t>& v, std::vector<std::vector<int32_t>>& all, double timeout_s = 0) = 0;
   // Every rank's value on every rank.
   virtual std::vector<uint64_t> allgather(uint64_t x) = 0;
   virtual void barrier() = 0;

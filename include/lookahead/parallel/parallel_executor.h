@@ -130,6 +130,8 @@ class ParallelExecutor : public StepExecutor, public SlotExecutor {
     bool have_run = false;
   };
   SlotState& slot_state(int slot, const char* what);
+  // What one request's steps and batched steps share: the partitioner and the merge's scratch.
+  void reserve_partition(int plan_nodes);
   void merge_slot(const SlotWork& w, size_t i);
   void account(const StepPlan& plan, double partition_s, double wall_s);
 

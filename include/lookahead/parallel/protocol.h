@@ -4,7 +4,9 @@
 // that the replica groups (replica_group.h) move over MPI or NCCL.
 //
 //   header   : [magic, command, message number]          (numbers count up from 0 per job, checked by workers)
-//   BEGIN    : header, sync(prompt), temperature bits, top_k, top_p bits, seed (2 words), stream (2 words)
+//   BEGIN    : header, step rows, sync(prompt), temperature bits, top_k, top_p bits, seed (2 words), stream (2 words)
+//              (step rows: the most input rows a step of the request can give a worker, 0: unknown; the worker
+//              sizes its step buffers for them, so a step that first grows the plan allocates nothing)
 //   RUN      : header, commit, sync(seq), K, n, n x part  -> every worker: commit, run its part, REPLY
 //              commit = [0] (none) or [1, sync(committed seq), path length, global path...]
 //              part   = [rank, m, m tokens, m parents, m draft flags, m global ids]
@@ -37,11 +39,12 @@
 
 namespace la::protocol {
 
-constexpr int32_t kMagic = 0x4C410002;  // "LA", protocol version 2 (version 1 had no BATCH)
+constexpr int32_t kMagic = 0x4C410003;  // "LA", protocol version 3 (2: BEGIN had no step rows; 1: no BATCH)
 enum Cmd : int32_t { kBegin = 1, kRun = 2, kEnd = 3, kShutdown = 4, kBatch = 5 };
 // BATCH ops.
 enum SlotOp : int32_t { kOpCommit = 1, kOpEnd = 2, kOpBegin = 3, kOpChunk = 4, kOpPart = 5 };
 constexpr int kMaxSlots = 4096;       // slot numbers are below this
+constexpr int kMaxStepRows = 1 << 16;  // BEGIN's step rows are at most this (a worker reserves them)
 constexpr int kBatchReplyHead = 4;    // no, stop signal, forward us, items
 constexpr int kBatchItemHead = 4;     // slot, cache length, forward tokens, result count
 constexpr int kReplyHead = 5;
@@ -76,16 +79,32 @@ void encode_header(std::vector<int32_t>& m, Cmd cmd, int32_t no);
 // Checks the magic and that the number is `expect_no`; returns the command.
 int32_t decode_header(Reader& rd, int32_t expect_no);
 
-// BEGIN: the prompt (replaces the workers' sequence) and the sampling parameters.
-void encode_begin(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const std::vector<int32_t>& prompt,
+// BEGIN: the step rows (>= 0), the prompt (replaces the workers' sequence) and the sampling parameters.
+void encode_begin(std::vector<int32_t>& m, int32_t no, int step_rows, SeqSync& sync, const std::vector<int32_t>& prompt,
                   const SampleParams& sp);
-SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq);
+SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq, int& step_rows);
 
 // RUN, head: the previous step's commit (committed seq + accepted global path; `commit_seq` == nullptr: none), the
 // step's sequence and the part count K. Then `n` parts follow (encode_parts_count, then encode_part n times).
 void encode_run_head(std::vector<int32_t>& m, int32_t no, SeqSync& sync, const std::vector<int32_t>* commit_seq,
                      const std::vector<int32_t>& commit_path, const std::vector<int32_t>& seq, int k);
 void encode_parts_count(std::vector<int32_t>& m, int n);
+// The most words a RUN holds for steps of up to `rows` input rows per replica with `parts` parts in it (a
+// commit's new tokens and path, the step's new tokens, 4 words a part row): what both sides reserve.
+size_t run_message_words(int rows, int parts);
+// The same bound for BATCH messages and replies: each slot's request, up to its cache rows (no sequence, path or
+// part of it is longer), adds a commit, a begin and a part (4 words a row per part) to a message, and an item to
+// the reply. Both sides note every slot's begin and reserve what the slots begun so far can need at once.
+class BatchBound {
+ public:
+  void begin(int slot, int rows);  // the slot's largest request so far decides its share
+  size_t message_words(int parts) const { return 64 + slots_ * 64 + rows_ * (4 + 4 * static_cast<size_t>(parts)); }
+  size_t reply_words() const { return kBatchReplyHead + slots_ * kBatchItemHead + rows_; }
+
+ private:
+  std::vector<int> per_slot_;
+  size_t slots_ = 0, rows_ = 0;  // slots begun, and the sum of their rows
+};
 void encode_part(std::vector<int32_t>& m, int rank, const PlanPart& part);
 // Decoder side of the head, in two calls (the worker commits between them): the commit, if any (applied to `seq`,
 // the accepted global path into `path`; returns whether there was one) ...

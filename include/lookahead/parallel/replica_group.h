@@ -80,8 +80,8 @@ class ReplicaGroup {
   // their buffers for a later, larger round).
   virtual void run_slots(const std::vector<SlotWork>& work, std::vector<PartReply>& replies);
   // Sizes every replica's step buffers for one request's steps of up to `rows` input rows, once (ParallelExecutor::
-  // reserve_step). In process: each replica's LocalExecutor; a comm group's workers size their own buffers in their
-  // processes (default: nothing here).
+  // reserve_step). In process: each replica's LocalExecutor; a comm group: rank 0's replica, messages and replies,
+  // and the workers' buffers through the next BEGIN (its step rows). Default: nothing.
   virtual void reserve_step(int rows) { (void)rows; }
   // Releases remote replicas for good (comm group: SHUTDOWN). Idempotent.
   virtual void shutdown() {}

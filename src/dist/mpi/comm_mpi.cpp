@@ -78,6 +78,8 @@ class MpiComm final : public Comm {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    reqs_.resize(static_cast<size_t>(size_ > 1 ? size_ - 1 : 0));
+    have_.resize(static_cast<size_t>(size_));
     MPI_Comm node;
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
     MPI_Comm_rank(node, &local_rank_);
@@ -133,6 +135,13 @@ class MpiComm final : public Comm {
   }
 
   std::vector<int32_t> recv(int src, int tag, double timeout_s) override {
+    std::vector<int32_t> v;
+    recv_into(src, tag, v, timeout_s);
+    return v;
+  }
+
+  // Receives into `v` (its capacity reused: no allocation for a message no longer than an earlier one).
+  void recv_into(int src, int tag, std::vector<int32_t>& v, double timeout_s) {
     check_peer(src, "receive from");
     Backoff b;
     MPI_Status st;
@@ -148,10 +157,9 @@ class MpiComm final : public Comm {
     }
     int count = 0;
     MPI_Get_count(&st, MPI_INT32_T, &count);
-    std::vector<int32_t> v(count);
+    v.resize(count);
     check(MPI_Recv(v.data(), count, MPI_INT32_T, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
     stats_.bytes_received += v.size() * 4;
-    return v;
   }
 
   // Linear fan-out from rank 0 with point-to-point messages: the receivers learn the length from the message,
@@ -162,23 +170,22 @@ class MpiComm final : public Comm {
       fan_out([&](int) -> const std::vector<int32_t>& { return v; }, timeout_s);
     } else {
       Backoff b;
-      v = recv(0, kBcastTag, timeout_s);
+      recv_into(0, kBcastTag, v, timeout_s);
       ++stats_.broadcasts;
       stats_.broadcast_seconds += b.elapsed();
     }
   }
 
-  std::vector<int32_t> scatter(const std::vector<std::vector<int32_t>>& msgs, double timeout_s) override {
+  void scatter(const std::vector<std::vector<int32_t>>& msgs, std::vector<int32_t>& mine, double timeout_s) override {
     if (rank_ == 0) {
       LA_CHECK(static_cast<int>(msgs.size()) == size_, "scatter: ", msgs.size(), " messages for ", size_, " ranks");
       fan_out([&](int r) -> const std::vector<int32_t>& { return msgs[r]; }, timeout_s);
-      return {};
+      return;
     }
     Backoff b;
-    auto v = recv(0, kBcastTag, timeout_s);
+    recv_into(0, kBcastTag, mine, timeout_s);
     ++stats_.broadcasts;
     stats_.broadcast_seconds += b.elapsed();
-    return v;
   }
 
   void bcast_bytes(std::string& s, double timeout_s) override {
@@ -195,15 +202,15 @@ class MpiComm final : public Comm {
     }
   }
 
-  std::vector<std::vector<int32_t>> gather(const std::vector<int32_t>& v, double timeout_s) override {
+  void gather(const std::vector<int32_t>& v, std::vector<std::vector<int32_t>>& out, double timeout_s) override {
     Backoff b;
-    std::vector<std::vector<int32_t>> out;
     if (rank_ != 0) {
       send(0, kGatherTag, v);
     } else {
       out.resize(size_);
-      out[0] = v;
-      std::vector<uint8_t> have(size_, 0);
+      out[0].assign(v.begin(), v.end());
+      std::vector<uint8_t>& have = have_;  // sized at construction
+      std::fill(have.begin(), have.end(), 0);
       have[0] = 1;
       int missing = size_ - 1;
       while (missing > 0) {
@@ -235,7 +242,6 @@ class MpiComm final : public Comm {
     }
     ++stats_.gathers;
     stats_.gather_seconds += b.elapsed();
-    return out;
   }
 
   std::vector<uint64_t> allgather(uint64_t x) override {
@@ -349,7 +355,7 @@ class MpiComm final : public Comm {
   template <class Msg>
   void fan_out(Msg msg, double timeout_s) {
     Backoff b;
-    std::vector<MPI_Request> reqs(size_ - 1);
+    std::vector<MPI_Request>& reqs = reqs_;  // sized at construction
     for (int r = 1; r < size_; ++r) {
       const auto& v = msg(r);
       LA_CHECK(v.size() < 0x7fffffffu, "message to rank ", r, " too long");
@@ -403,6 +409,8 @@ class MpiComm final : public Comm {
   std::string host_;
   std::vector<std::string> hosts_;  // hosts_[r]: rank r's processor name
   std::vector<int> world_;          // world_[r]: rank r's rank in MPI_COMM_WORLD
+  std::vector<MPI_Request> reqs_;   // fan_out's requests (size_ - 1; reused every step)
+  std::vector<uint8_t> have_;       // gather's replies received (size_; reused every step)
 };
 
 }  // namespace

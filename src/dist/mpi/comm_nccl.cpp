@@ -101,15 +101,13 @@ class NcclComm final : public Comm {
     sync_stats();
     return v;
   }
-  std::vector<std::vector<int32_t>> gather(const std::vector<int32_t>& v, double timeout_s) override {
-    auto out = mpi_->gather(v, timeout_s);
+  void gather(const std::vector<int32_t>& v, std::vector<std::vector<int32_t>>& all, double timeout_s) override {
+    mpi_->gather(v, all, timeout_s);
     sync_stats();
-    return out;
   }
-  std::vector<int32_t> scatter(const std::vector<std::vector<int32_t>>& msgs, double timeout_s) override {
-    auto v = mpi_->scatter(msgs, timeout_s);
+  void scatter(const std::vector<std::vector<int32_t>>& msgs, std::vector<int32_t>& mine, double timeout_s) override {
+    mpi_->scatter(msgs, mine, timeout_s);
     sync_stats();
-    return v;
   }
   std::vector<uint64_t> allgather(uint64_t x) override { return mpi_->allgather(x); }
   void barrier() override { mpi_->barrier(); }
