@@ -224,6 +224,29 @@ TEST(StepAllocations, AOneRequestsFirstLargerPlanAllocatesNothing) {
   }
 }
 
+namespace {
+
+// Round `round` of a batched test: four requests of 400 tokens on the cycle, prompts of different lengths.
+void add_four_requests(la::BatchRunner& br, const V& cycle, int round) {
+  for (int r = 0; r < 4; ++r) {
+    V prompt = {1};
+    for (int i = 0; i < 3 + r; ++i) prompt.insert(prompt.end(), cycle.begin(), cycle.end());
+    la::SampleParams sp;
+    sp.stream = uint64_t(4 * round + r);
+    br.add(4 * round + r, prompt, sp, la::StepLimits{1024, 400, true});
+  }
+}
+
+// Whether every request in flight has generated between 150 and 350 tokens (its steady steps: counted).
+bool steady(la::BatchRunner& br) {
+  int lo = 1 << 30, hi = 0;
+  for (int slot = 0; slot < br.slots(); ++slot)
+    if (br.busy(slot)) lo = std::min(lo, br.runner(slot).generated()), hi = std::max(hi, br.runner(slot).generated());
+  return lo >= 150 && hi < 350;
+}
+
+}  // namespace
+
 // Batched steps (BatchRunner over oracle replicas, 4 requests in flight): as for one request above, the steps
 // between 150 and 350 generated tokens of every request in flight allocate nothing (a young request grows its
 // prompt-lookup index and its statistics, as it does alone), fixed and adaptive (one cost model, a controller per
@@ -262,20 +285,11 @@ TEST(StepAllocations, BatchedStepsAllocateNothing) {
       la::BatchRunner br(m, *s, m.config(), bo, adaptive ? &cost : nullptr, make, lp ? &par : nullptr);
       const std::string label = std::string(name) + (adaptive ? " (adaptive)" : "") + (lp ? " over 2 replicas" : "");
       for (int round = 0; round < 2; ++round) {
-        for (int r = 0; r < 4; ++r) {  // four requests of 400 tokens, prompts of different lengths
-          V prompt = {1};
-          for (int i = 0; i < 3 + r; ++i) prompt.insert(prompt.end(), cycle.begin(), cycle.end());
-          la::SampleParams sp;
-          sp.stream = uint64_t(4 * round + r);
-          br.add(4 * round + r, prompt, sp, la::StepLimits{1024, 400, true});
-        }
+        add_four_requests(br, cycle, round);
         long allocs = 0;
         int counted = 0, tokens = 0, drafted = 0;
         while (br.active() > 0) {
-          int lo = 1 << 30, hi = 0;
-          for (int slot = 0; slot < br.slots(); ++slot)
-            if (br.busy(slot)) lo = std::min(lo, br.runner(slot).generated()), hi = std::max(hi, br.runner(slot).generated());
-          const bool count = lo >= 150 && hi < 350;
+          const bool count = steady(br);
           g_allocs = 0;
           g_counting = count;
           br.step();
@@ -481,20 +495,11 @@ TEST(StepAllocations, BatchedStepsOverACommGroupAllocateNothing) {
     la::BatchRunner br(m, *s, m.config(), bo, nullptr, {}, tg.par.get());
     const std::string label = std::string(name) + " over 2 ranks" + (nccl ? " (nccl)" : "");
     for (int round = 0; round < 2; ++round) {
-      for (int r = 0; r < 4; ++r) {
-        V prompt = {1};
-        for (int i = 0; i < 3 + r; ++i) prompt.insert(prompt.end(), cycle.begin(), cycle.end());
-        la::SampleParams sp;
-        sp.stream = uint64_t(4 * round + r);
-        br.add(4 * round + r, prompt, sp, la::StepLimits{1024, 400, true});
-      }
+      add_four_requests(br, cycle, round);
       long allocs = 0, worker_allocs = 0;
       int counted = 0, tokens = 0, drafted = 0;
       while (br.active() > 0) {
-        int lo = 1 << 30, hi = 0;
-        for (int slot = 0; slot < br.slots(); ++slot)
-          if (br.busy(slot)) lo = std::min(lo, br.runner(slot).generated()), hi = std::max(hi, br.runner(slot).generated());
-        const bool count = lo >= 150 && hi < 350;
+        const bool count = steady(br);
         g_allocs = 0;
         g_worker_allocs = 0;
         g_counting = count;
