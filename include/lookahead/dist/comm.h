@@ -53,7 +53,8 @@ class Comm {
   // Every rank's `v` at rank 0 into all[r] (all.size() == size(); each buffer's capacity reused); `all` is left
   // as it is on the other ranks.
   // The step's collectives (bcast, scatter, gather) write into the caller's buffers, so a step that sends no
-  // message longer than an earlier one allocates nothing here (test_alloc checks it over a threaded Comm).
+  // message longer than an earlier one allocates nothing here (test_alloc checks the comm group and the worker
+  // over a Comm of threads; MPI's own buffers are its business).
   virtual void gather(const std::vector<int32_t>& v, std::vector<std::vector<int32_t>>& all, double timeout_s = 0) = 0;
   // Every rank's value on every rank.
   virtual std::vector<uint64_t> allgather(uint64_t x) = 0;
