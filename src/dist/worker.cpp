@@ -120,10 +120,7 @@ void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
   using namespace protocol;
   const int me = comm.rank();
   LA_CHECK(me != 0, "run_worker runs on ranks > 0; rank 0 drives the executor");
-  OneRequest one;
-  std::vector<int32_t> &seq = one.seq, &msg = one.msg, &path = one.path, &local_p = one.local_p,
-                     &results = one.results, &reply = one.reply;
-  PlanPart& part = one.part;
+  OneRequest one;  // its message and reply buffers also carry the BATCH messages and their replies
   const std::vector<std::vector<int32_t>> none;  // a worker's side of a scatter ...
   std::vector<std::vector<int32_t>> none_gathered;  // ... and of a gather
   std::unique_ptr<WorkerSlots> slots;  // batched steps (made at the first BATCH)
@@ -131,37 +128,37 @@ void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
   bool have_part = false;
   const bool per_rank = comm.backend() != "nccl";
   for (;;) {
-    if (per_rank) comm.scatter(none, msg, 0);
-    else comm.bcast(msg, 0);
-    Reader rd(msg);
+    if (per_rank) comm.scatter(none, one.msg, 0);
+    else comm.bcast(one.msg, 0);
+    Reader rd(one.msg);
     const int32_t no = expect_no++;
     switch (decode_header(rd, no)) {
       case kBegin: {
         int rows = 0;
-        const SampleParams sp = decode_begin(rd, seq, rows);
+        const SampleParams sp = decode_begin(rd, one.seq, rows);
         one.reserve(local, rows, per_rank ? 1 : comm.size() - 1);
-        local.begin(seq, sp);
+        local.begin(one.seq, sp);
         have_part = false;
         break;
       }
       case kRun: {
-        if (decode_commit(rd, seq, path)) {
+        if (decode_commit(rd, one.seq, one.path)) {
           LA_CHECK(have_part, "protocol error: commit without a run");
-          local_path(part.global, path, local_p);
-          local.commit(seq, local_p);
+          local_path(one.part.global, one.path, one.local_p);
+          local.commit(one.seq, one.local_p);
         }
-        decode_part(rd, seq, me, comm.size(), part);
+        decode_part(rd, one.seq, me, comm.size(), one.part);
         ReplyHead h;
         h.no = no;
         h.cache_len = local.model().cache_len();
         const auto tf = Clock::now();
-        local.run(seq, part.plan, results);
+        local.run(one.seq, one.part.plan, one.results);
         const double f = seconds_since(tf);
         h.step_tokens = local.last_step_tokens();
         h.forward_us = static_cast<int32_t>(std::min(f * 1e6, 2.0e9));
         h.stop_signal = opt.stop_signal ? opt.stop_signal->load(std::memory_order_relaxed) : 0;
-        encode_reply(reply, h, results);
-        comm.gather(reply, none_gathered, 0);
+        encode_reply(one.reply, h, one.results);
+        comm.gather(one.reply, none_gathered, 0);
         have_part = true;
         break;
       }
@@ -172,10 +169,10 @@ void run_worker(Comm& comm, LocalExecutor& local, const CommGroupOptions& opt) {
       case kBatch: {
         if (!slots) slots = std::make_unique<WorkerSlots>(local.model());
         const int32_t stop = opt.stop_signal ? opt.stop_signal->load(std::memory_order_relaxed) : 0;
-        serve_batch(rd, *slots, me, comm.size(), no, stop, reply);
-        comm.gather(reply, none_gathered, 0);
-        msg.reserve(slots->bound.message_words(comm.size() - 1));  // for the next rounds (after the reader's use)
-        reply.reserve(slots->bound.reply_words());
+        serve_batch(rd, *slots, me, comm.size(), no, stop, one.reply);
+        comm.gather(one.reply, none_gathered, 0);
+        one.msg.reserve(slots->bound.message_words(comm.size() - 1));  // for the next rounds (after the reader's use)
+        one.reply.reserve(slots->bound.reply_words());
         break;
       }
       case kShutdown:
