@@ -115,19 +115,6 @@ int32_t decode_header(Reader& rd, int32_t expect_no) {
 
 // ------------------------------------------------------------------------------------------------ BEGIN
 
-void encode_begin(std::vector<int32_t>& m, int32_t no, int step_rows, SeqSync& sync, const std::vector<int32_t>& prompt,
-                  const SampleParams& sp) {
-  encode_header(m, kBegin, no);
-  m.push_back(step_rows);
-  sync.sent.clear();
-  sync.encode(prompt, m);
-  m.push_back(float_bits(sp.temperature));
-  m.push_back(sp.top_k);
-  m.push_back(float_bits(sp.top_p));
-  put_u64(m, sp.seed);
-  put_u64(m, sp.stream);
-}
-
 namespace {
 void put_sample(std::vector<int32_t>& m, const SampleParams& sp) {
   m.push_back(float_bits(sp.temperature));
@@ -146,6 +133,15 @@ SampleParams take_sample(Reader& rd) {
   return sp;
 }
 }  // namespace
+
+void encode_begin(std::vector<int32_t>& m, int32_t no, int step_rows, SeqSync& sync, const std::vector<int32_t>& prompt,
+                  const SampleParams& sp) {
+  encode_header(m, kBegin, no);
+  m.push_back(step_rows);
+  sync.sent.clear();
+  sync.encode(prompt, m);
+  put_sample(m, sp);
+}
 
 SampleParams decode_begin(Reader& rd, std::vector<int32_t>& seq, int& step_rows) {
   step_rows = rd.next();
@@ -180,10 +176,7 @@ size_t run_message_words(int rows, int parts) {
 
 void BatchBound::begin(int slot, int rows) {
   if (slot < 0 || rows < 0) return;
-  if (per_slot_.size() <= static_cast<size_t>(slot)) {
-    slots_ += static_cast<size_t>(slot) + 1 - per_slot_.size();
-    per_slot_.resize(static_cast<size_t>(slot) + 1, 0);
-  }
+  if (per_slot_.size() <= static_cast<size_t>(slot)) per_slot_.resize(static_cast<size_t>(slot) + 1, 0);
   if (rows > per_slot_[slot]) {
     rows_ += static_cast<size_t>(rows - per_slot_[slot]);
     per_slot_[slot] = rows;

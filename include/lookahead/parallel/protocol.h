@@ -98,12 +98,14 @@ size_t run_message_words(int rows, int parts);
 class BatchBound {
  public:
   void begin(int slot, int rows);  // the slot's largest request so far decides its share
-  size_t message_words(int parts) const { return 64 + slots_ * 64 + rows_ * (4 + 4 * static_cast<size_t>(parts)); }
-  size_t reply_words() const { return kBatchReplyHead + slots_ * kBatchItemHead + rows_; }
+  size_t message_words(int parts) const {
+    return 64 + per_slot_.size() * 64 + rows_ * (4 + 4 * static_cast<size_t>(parts));
+  }
+  size_t reply_words() const { return kBatchReplyHead + per_slot_.size() * kBatchItemHead + rows_; }
 
  private:
-  std::vector<int> per_slot_;
-  size_t slots_ = 0, rows_ = 0;  // slots begun, and the sum of their rows
+  std::vector<int> per_slot_;  // per slot begun: its largest request's rows
+  size_t rows_ = 0;            // their sum
 };
 void encode_part(std::vector<int32_t>& m, int rank, const PlanPart& part);
 // Decoder side of the head, in two calls (the worker commits between them): the commit, if any (applied to `seq`,
