@@ -220,7 +220,7 @@ void BatchRunner::step() {
     later_rows -= s->last_rows;  // the slots after this one, at their last sizes
     // The rest of the step: rows staged so far (prompt chunks, the earlier slots' plans) and the later slots.
     if (s->controller) {
-      s->controller->set_cap(cap, cap_ && cap_->exact(cap));
+      s->controller->set_cap(cap, cap_ && cap_->exact(cap, choosing));
       s->controller->set_batch(rows + later_rows, all_tokens - s->last_tokens, chunk_rows, deciding - 1);
     }
     s->runner->plan_step();

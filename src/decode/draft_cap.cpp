@@ -8,7 +8,7 @@
 namespace la {
 
 DraftCap::DraftCap(const std::vector<int>& ladder, int max_deciding, DraftCapOptions opt) : opt_(opt) {
-  LA_CHECK(opt_.window >= 1 && opt_.explore_every >= 1 && opt_.decay >= 0 && opt_.decay < 1,
+  LA_CHECK(opt_.window >= 1 && opt_.explore_every >= 1 && opt_.decay >= 0 && opt_.decay < 1 && opt_.exact_rows >= 0,
            "draft cap: bad options");
   const int top = ladder.empty() ? 0 : ladder.back();
   if (top > 0) {
@@ -25,7 +25,7 @@ DraftCap::DraftCap(const std::vector<int>& ladder, int max_deciding, DraftCapOpt
 std::string DraftCap::label(size_t arm) const {
   if (arm + 1 == caps_.size()) return "none";
   std::string s = std::to_string(caps_[arm]);
-  if (exact(caps_[arm])) s.insert(s.begin(), '=');
+  if (exact_somewhere(caps_[arm])) s.insert(s.begin(), '=');
   return s;
 }
 

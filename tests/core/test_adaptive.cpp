@@ -265,6 +265,9 @@ TEST(DraftController, AnExactBatchCapIsTheChoiceWhileTheLedgerCanRiskIt) {
   auto h = run(c, s, 50, 0);  // nothing accepted: the controller alone would run plain steps
   EXPECT_EQ(h[1], 50) << "plain " << h[0];
   EXPECT_EQ(c.counters().warmup_steps + c.counters().probe_steps, 0);
+  DraftController two(s, cheap, no_host());  // the exact cap of 2 (DraftCap, up to 4 requests): two tokens each step
+  two.set_cap(2, true);
+  EXPECT_EQ(run(two, s, 50, 0)[2], 50);
   DraftController free(s, cheap, no_host());
   free.set_cap(1);
   EXPECT_GT(run(free, s, 50, 0)[0], 40);

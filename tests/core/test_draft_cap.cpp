@@ -97,25 +97,38 @@ TEST(DraftCap, ALoneRequestIsNeverCappedNorIsAStrategyWithoutDrafts) {
   EXPECT_THROW(DraftCap(kLadder, 4, DraftCapOptions{0, 96, 1.0 / 256}), Error);
 }
 
-// The smallest cap is exact (every deciding request drafts it: DraftController::set_cap's `exact`), the others
-// bound the controllers' choices; the names in the reports say which.
-TEST(DraftCap, TheOneTokenCapIsExactAndNamedSo) {
-  DraftCap d(kLadder, 4);
+// The caps of 1 and 2 are exact (every deciding request drafts the cap: DraftController::set_cap's `exact`), the
+// cap of 2 only while its forced rows (2 per request) stay within exact_rows; the others bound the controllers'
+// choices. The names in the reports say which.
+TEST(DraftCap, TheSmallCapsAreExactAndNamedSo) {
+  DraftCap d(kLadder, 16);
   EXPECT_EQ(d.caps(), (std::vector<int>{1, 2, 4, 16}));
-  EXPECT_TRUE(d.exact(1));
-  EXPECT_FALSE(d.exact(2));
-  EXPECT_FALSE(d.exact(16));
-  EXPECT_FALSE(d.exact(-1));
+  EXPECT_TRUE(d.exact(1, 2));
+  EXPECT_TRUE(d.exact(1, 16)) << "one token a request is exact at every batch size";
+  EXPECT_TRUE(d.exact(2, 2));
+  EXPECT_TRUE(d.exact(2, 4));
+  EXPECT_FALSE(d.exact(2, 5)) << "10 forced rows: above exact_rows (8), a bound";
+  EXPECT_FALSE(d.exact(2, 8));
+  EXPECT_FALSE(d.exact(4, 2));
+  EXPECT_FALSE(d.exact(16, 2));
+  EXPECT_FALSE(d.exact(-1, 2));
   std::vector<std::string> names;
   for (size_t a = 0; a < d.caps().size(); ++a) names.push_back(d.label(a));
-  EXPECT_EQ(names, (std::vector<std::string>{"=1", "2", "4", "none"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"=1", "=2", "4", "none"}));
   DraftCapOptions o;
   o.exact_upto = 0;
   DraftCap bound(kLadder, 4, o);
-  EXPECT_FALSE(bound.exact(1));
+  EXPECT_FALSE(bound.exact(1, 2));
   EXPECT_EQ(bound.label(0), "1");
+  EXPECT_EQ(bound.label(1), "2");
+  DraftCapOptions few;
+  few.exact_rows = 3;  // no D >= 2 keeps two tokens a request within 3 rows: the cap of 2 is a bound everywhere
+  DraftCap small(kLadder, 4, few);
+  EXPECT_FALSE(small.exact(2, 2));
+  EXPECT_EQ(small.label(1), "2");
+  EXPECT_TRUE(small.exact(1, 4));
   DraftCap one({0, 1}, 4);  // a ladder whose top is 1: no cap below it, the top is never exact
-  EXPECT_TRUE(one.caps().size() == 1 && !one.exact(1));
+  EXPECT_TRUE(one.caps().size() == 1 && !one.exact(1, 2));
 }
 
 }  // namespace

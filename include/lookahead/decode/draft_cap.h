@@ -11,11 +11,15 @@
 // one does not trust the estimates: it measures. Steps of D deciding requests (D >= 2) run under a few caps in
 // turn (1, 2, 4 draft tokens and no cap), each cap's tokens per second is kept (decayed sums, per D), and the
 // best cap runs (a smaller one only when it is `margin` better), with a short window on another cap every
-// `explore_every` steps (a cap far below the best less often). Under caps 2 and 4 the controllers still choose
-// within the cap (a plain step, sleeping), so those caps only remove rows. The cap of 1 is exact: every deciding
-// request drafts one token where its strategy has one (DraftController::set_cap), while the shared ledger can risk
-// it. Under a bound of 1 the controllers skipped one-token drafts that fixed one-token drafting took (the first
-// extra row looks dear to each slot alone; docs/drafting.md: 1.04x the bounded cap on GSM8K x 32 at --batch 4).
+// `explore_every` steps (a cap far below the best less often). Under cap 4 the controllers still choose within the
+// cap (a plain step, sleeping), so that cap only removes rows. The caps of 1 and 2 are exact: every deciding
+// request drafts min(cap, its draft) where its strategy has one (DraftController::set_cap), while the shared ledger
+// can risk it. Under a bound the controllers skipped drafts that fixed drafting took (the first extra row looks dear
+// to each slot alone, the rows after it cheap to the step): exact 1 gained 1.04x over the bound 1 on GSM8K x 32
+// at --batch 4, exact 2 about 1.05x over the bound 2 on GSM8K x 64 (docs/drafting.md). The cap of 2 is exact only
+// while the rows it forces (2 per deciding request) stay within `exact_rows` (8: up to 4 requests): at --batch 8
+// its 16 forced rows lost to plain (0.86x in one round; its exploration windows emptied the shared ledger, and
+// the batch slept). The cap of 1 is exact at every D, as before.
 //
 // What it compares (BatchRunner::step): the tokens the step's deciding requests kept, over the step's wall time
 // (planning, forward and verification: what the job pays). Steps with prompt chunks are left out (their rows
@@ -39,7 +43,8 @@ struct DraftCapOptions {
   double decay = 1.0 / 256;   // weight a cap's statistics lose per step run under it
   double margin = 0.03;       // a smaller cap runs only when it beats the larger by this share (noise: rows cost)
   double far = 0.2;           // a cap this share below the best is tried again only every 4 x explore_every steps
-  int exact_upto = 1;         // caps up to this budget are exact: every deciding request drafts min(cap, its draft)
+  int exact_upto = 2;         // caps up to this budget are exact: every deciding request drafts min(cap, its draft)
+  int exact_rows = 8;         // ... a cap above 1 only while cap x deciding requests stays within this
 };
 
 class DraftCap {
@@ -52,9 +57,11 @@ class DraftCap {
   // The step chosen last ran: its deciding requests kept `tokens` in `seconds`.
   void observe(double tokens, double seconds);
   const std::vector<int>& caps() const { return caps_; }
-  // Whether a cap is exact (DraftCapOptions::exact_upto, see the header) and its name in reports: "=1" (exact),
-  // "2" (at most), "none" (the strategy's largest budget).
-  bool exact(int cap) const { return cap > 0 && cap <= opt_.exact_upto && cap != caps_.back(); }
+  // Whether a cap is exact for steps of `deciding` requests (DraftCapOptions::exact_upto and exact_rows, see the
+  // header), and its name in reports: "=2" (exact for some D), "4" (at most), "none" (the strategy's largest budget).
+  bool exact(int cap, int deciding) const {
+    return exact_somewhere(cap) && (cap == 1 || cap * deciding <= opt_.exact_rows);
+  }
   std::string label(size_t arm) const;
   int64_t steps_at(int arm) const { return steps_[arm]; }  // steps run and observed under caps()[arm]
   int last_arm() const { return last_arm_; }                // the index in caps() of the last cap chosen
@@ -71,6 +78,9 @@ class DraftCap {
     int64_t since = 0;   // steps since the last try of another cap
   };
   int best(int deciding) const;
+  bool exact_somewhere(int cap) const {
+    return cap > 0 && cap <= opt_.exact_upto && cap != caps_.back() && (cap == 1 || 2 * cap <= opt_.exact_rows);
+  }
   Arm& at(int deciding, int arm) { return arms_[static_cast<size_t>(deciding) * caps_.size() + arm]; }
   const Arm& at(int deciding, int arm) const { return arms_[static_cast<size_t>(deciding) * caps_.size() + arm]; }
 
