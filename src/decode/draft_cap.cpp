@@ -25,7 +25,7 @@ DraftCap::DraftCap(const std::vector<int>& ladder, int max_deciding, DraftCapOpt
 std::string DraftCap::label(size_t arm) const {
   if (arm + 1 == caps_.size()) return "none";
   std::string s = std::to_string(caps_[arm]);
-  if (exact_somewhere(caps_[arm])) s.insert(s.begin(), '=');
+  if (exact(caps_[arm], 2)) s.insert(s.begin(), '=');  // exact at the smallest batch it caps (D >= 2)
   return s;
 }
 

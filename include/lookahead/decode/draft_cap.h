@@ -60,7 +60,7 @@ class DraftCap {
   // Whether a cap is exact for steps of `deciding` requests (DraftCapOptions::exact_upto and exact_rows, see the
   // header), and its name in reports: "=2" (exact for some D), "4" (at most), "none" (the strategy's largest budget).
   bool exact(int cap, int deciding) const {
-    return exact_somewhere(cap) && (cap == 1 || cap * deciding <= opt_.exact_rows);
+    return cap > 0 && cap <= opt_.exact_upto && cap != caps_.back() && (cap == 1 || cap * deciding <= opt_.exact_rows);
   }
   std::string label(size_t arm) const;
   int64_t steps_at(int arm) const { return steps_[arm]; }  // steps run and observed under caps()[arm]
@@ -78,9 +78,6 @@ class DraftCap {
     int64_t since = 0;   // steps since the last try of another cap
   };
   int best(int deciding) const;
-  bool exact_somewhere(int cap) const {
-    return cap > 0 && cap <= opt_.exact_upto && cap != caps_.back() && (cap == 1 || 2 * cap <= opt_.exact_rows);
-  }
   Arm& at(int deciding, int arm) { return arms_[static_cast<size_t>(deciding) * caps_.size() + arm]; }
   const Arm& at(int deciding, int arm) const { return arms_[static_cast<size_t>(deciding) * caps_.size() + arm]; }
 
